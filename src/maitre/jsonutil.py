@@ -1,0 +1,61 @@
+"""Canonical and compact JSON, in one place.
+
+`canonical_json` is what maitre hashes (fingerprints, approval hashes, idempotency keys): sorted
+keys, no whitespace, Decimals as strings, so the same logical arguments always hash the same.
+`compact_json` is what a model reads: no whitespace, no ASCII escaping of non-English text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import date, datetime, time
+from decimal import Decimal
+from enum import Enum
+from typing import Any
+from uuid import UUID
+
+__all__ = ["canonical_json", "compact_json", "sha256_hex", "to_jsonable"]
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    if isinstance(value, tuple):
+        return list(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON for hashing. Raises TypeError for values that are not JSON-like."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default)
+
+
+def compact_json(value: Any) -> str:
+    """Short JSON for a model's context. Raises TypeError for values that are not JSON-like."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Turn pydantic models, Decimals, dates, ... into plain JSON data."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, Mapping) or isinstance(value, list | tuple):
+        return json.loads(compact_json(value))
+    return json.loads(compact_json(value))
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
