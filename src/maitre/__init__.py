@@ -1,1 +1,37 @@
-"""maitre."""
+"""maitre: a governed runtime between language models and the real world.
+
+A model can only write text; a tool call is a proposal. maitre turns proposals into safe actions:
+typed tools behind one gate (validation that teaches, loop guards, timeouts, bounded retries,
+size caps, trust labels), and the rest of the runtime built on it.
+"""
+
+from .context import RunContext
+from .exceptions import DuplicateToolError, MaitreError, StoreError, ToolDefinitionError, UserError
+from .gate import Gate, GateLimits
+from .tools import Tool, Toolbox, ToolDefinitions
+from .types import Effect, ErrorCode, Principal, Provenance, Risk, ToolCall, ToolError, ToolResult, Trust
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DuplicateToolError",
+    "Effect",
+    "ErrorCode",
+    "Gate",
+    "GateLimits",
+    "MaitreError",
+    "Principal",
+    "Provenance",
+    "Risk",
+    "RunContext",
+    "StoreError",
+    "Tool",
+    "ToolCall",
+    "ToolDefinitionError",
+    "ToolDefinitions",
+    "ToolError",
+    "ToolResult",
+    "Toolbox",
+    "Trust",
+    "UserError",
+]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from datetime import date, datetime, time
 from decimal import Decimal
 from enum import Enum
@@ -52,8 +51,6 @@ def to_jsonable(value: Any) -> Any:
     """Turn pydantic models, Decimals, dates, ... into plain JSON data."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
-    if isinstance(value, Mapping) or isinstance(value, list | tuple):
-        return json.loads(compact_json(value))
     return json.loads(compact_json(value))
 
 

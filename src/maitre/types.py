@@ -264,7 +264,17 @@ class ToolResult:
     """Measurements: `tokens` of content, `duration_ms`, `attempts`, ..."""
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["error"] = self.error.to_dict() if self.error else None
-        data["trust"] = str(self.trust)
-        return data
+        """JSON-ready form (for logs, MCP structured errors and the demo's JSON lines)."""
+        return {
+            "call_id": self.call_id,
+            "name": self.name,
+            "is_error": self.is_error,
+            "content": self.content,
+            "structured": self.structured,
+            "error": self.error.to_dict() if self.error else None,
+            "trust": str(self.trust),
+            "provenance": asdict(self.provenance) if self.provenance else None,
+            "replayed": self.replayed,
+            "handle": self.handle,
+            "usage": dict(self.usage),
+        }

@@ -1,2 +1,27 @@
+"""The `maitre` command line (typer + rich). The CLI prints; the library never does."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+
+from . import tools_cmds
+from .demo import demo_command
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="maitre",
+    help="maitre: the governed runtime between language models and the real world.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.add_typer(tools_cmds.app, name="tools")
+app.command("demo")(demo_command)
+
+
 def main() -> None:
-    pass
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    app()

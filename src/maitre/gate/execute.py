@@ -1,0 +1,102 @@
+"""Stage 9, execute: run the tool under a deadline, retrying only what is worth retrying.
+
+- Async tools are cancelled at the deadline. Sync tools run in a worker thread; at the deadline the
+  caller gets TIMEOUT and the thread is abandoned (Python cannot kill a thread; the result, if it
+  ever comes, is discarded).
+- Retries (seed 002): only a `ToolError(..., retryable=True)` raised by the tool, a declared
+  transient exception, or a timeout of a read tool. A write tool that timed out may have acted, so
+  it is not retried blindly. Backoff is exponential with full jitter and a cap.
+- Any other exception is a bug in the tool: INTERNAL, logged to stderr with its traceback, never
+  shown to the model.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+from typing import Any
+
+import anyio
+
+from ..context import RunContext
+from ..tools import Tool
+from ..types import Effect, ErrorCode, Principal, ToolError
+from .base import CallContext
+
+__all__ = ["execute", "invoke_tool"]
+
+logger = logging.getLogger("maitre.gate")
+
+
+async def execute(ctx: CallContext) -> ToolError | None:
+    tool = ctx.tool
+    assert tool is not None
+    limits = ctx.gate.limits
+    attempts = 1 + tool.retries
+    for attempt in range(1, attempts + 1):
+        ctx.attempts = attempt
+        ctx.executed = True
+        error = await _attempt(ctx, tool)
+        if error is None:
+            return None
+        if not error.retryable or attempt == attempts:
+            return error
+        if error.code is ErrorCode.TIMEOUT and tool.effect is not Effect.READ:
+            return error
+        delay = min(limits.retry_backoff_cap_s, limits.retry_backoff_s * 2 ** (attempt - 1))
+        if error.retry_after_s:
+            delay = max(delay, min(error.retry_after_s, limits.retry_backoff_cap_s))
+        await anyio.sleep(random.uniform(0, delay))
+    return None  # pragma: no cover - the loop always returns
+
+
+async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
+    try:
+        with anyio.fail_after(tool.timeout):
+            ctx.output = await invoke_tool(tool, ctx.validated, ctx.principal, ctx.run)
+        return None
+    except TimeoutError:
+        return ToolError(
+            ErrorCode.TIMEOUT,
+            f"{tool.name} did not finish within {tool.timeout:g} s and was stopped."
+            + (
+                " It is safe to try again later."
+                if tool.effect is Effect.READ
+                else " It may or may not have taken effect; check its status before trying again."
+            ),
+            details={"timeout_s": tool.timeout},
+        )
+    except ToolError as exc:
+        return exc
+    except tool.transient as exc:
+        return ToolError(
+            ErrorCode.TEMPORARY_UNAVAILABLE,
+            f"{tool.name} is temporarily unavailable ({type(exc).__name__}). Try again later.",
+            retryable=True,
+        )
+    except Exception as exc:
+        logger.exception("tool %s raised %s (call %s)", tool.name, type(exc).__name__, ctx.call.id)
+        return ToolError(
+            ErrorCode.INTERNAL,
+            f"{tool.name} failed with an internal error ({type(exc).__name__}). This is not caused by "
+            "your arguments; retrying the same call will fail the same way. Continue without it or tell "
+            "the user.",
+            details={"exception": type(exc).__name__},
+        )
+
+
+async def invoke_tool(tool: Tool, validated: Any, principal: Principal, run: RunContext) -> Any:
+    """Call the tool's function with validated arguments and injected context."""
+    if tool.fn is None:
+        assert tool.handler is not None
+        return await tool.handler(validated)
+    kwargs = dict(validated.__dict__) if validated is not None else {}
+    for name, kind in tool.context_params.items():
+        if issubclass(kind, Principal):
+            kwargs[name] = principal
+        elif issubclass(kind, RunContext):
+            kwargs[name] = run
+    if tool.is_async:
+        return await tool.fn(**kwargs)
+    return await anyio.to_thread.run_sync(functools.partial(tool.fn, **kwargs), abandon_on_cancel=True)

@@ -1,0 +1,84 @@
+"""Result handles: where the rest of a cut result waits, and the built-in tool that pages through it.
+
+A handle is bound to the tenant that produced it: another tenant asking for it gets NOT_FOUND, the
+same answer as for a handle that never existed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from ..tools import Tool, Toolbox
+from ..types import ErrorCode, Principal, ToolError
+
+__all__ = ["InMemoryHandles", "builtin_toolbox"]
+
+
+class InMemoryHandles:
+    """Process-local handle storage (the durable stores replace it)."""
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self._data: dict[str, tuple[str, str, list[str], dict[str, Any], float]] = {}
+        self._max = max_entries
+
+    async def put(
+        self,
+        handle: str,
+        *,
+        tenant: str,
+        user: str,
+        pages: list[str],
+        meta: dict[str, Any],
+        now: float,
+        ttl_s: float,
+    ) -> None:
+        if len(self._data) >= self._max:
+            oldest = min(self._data, key=lambda h: self._data[h][4])
+            del self._data[oldest]
+        self._data[handle] = (tenant, user, pages, meta, now + ttl_s)
+
+    async def get(self, handle: str, *, tenant: str) -> tuple[list[str], dict[str, Any]] | None:
+        entry = self._data.get(handle)
+        if entry is None or entry[0] != tenant or entry[4] < time.time():
+            return None
+        return entry[2], entry[3]
+
+
+def builtin_toolbox(handles: Any) -> Toolbox:
+    """The gate's own tools: `read_result` pages through a cut result."""
+    box = Toolbox()
+
+    async def read_result(
+        handle: Annotated[
+            str,
+            Field(pattern=r"^res_[A-Za-z0-9_\-]{8,64}$", description="The handle from a cut result"),
+        ],
+        principal: Principal,
+        page: Annotated[int, Field(ge=1, le=10_000, description="Page number, starting at 1")] = 2,
+    ) -> str:
+        """Read one page of a tool result that was cut because it was too long.
+
+        Use it only with a handle that a cut result gave you. Do not use it to re-run a tool.
+        """
+        found = await handles.get(handle, tenant=principal.tenant)
+        if found is None:
+            raise ToolError(ErrorCode.NOT_FOUND, f"No result is stored under handle {handle} (or it expired).")
+        pages, meta = found
+        if page > len(pages):
+            raise ToolError(
+                ErrorCode.INVALID_ARGUMENTS,
+                f"Handle {handle} has {len(pages)} pages; page {page} does not exist.",
+            )
+        tail = f"\n[page {page} of {len(pages)} of the result of {meta.get('tool', 'a tool')}"
+        tail += f"; next: read_result(handle=\"{handle}\", page={page + 1})]" if page < len(pages) else "]"
+        return pages[page - 1] + tail
+
+    box.add(
+        Tool.from_function(
+            read_result, max_result_tokens=100_000, tags=("builtin",), idempotent=True, effect="read"
+        )
+    )
+    return box

@@ -1,0 +1,176 @@
+"""The gate: one pipeline every proposed tool call passes through, whatever door it came in by.
+
+```
+resolve → decode → loop guard → validate → [authorize → budget → approval → idempotency] → execute
+        → shape → record
+```
+
+`Gate.call` never raises into the caller's loop: a missing tool, broken JSON, a 10 MB payload, a
+tool that raises, hangs or returns garbage - each comes back as a `ToolResult` with `is_error=True`
+and a `ToolError` the model can act on. (Cancellation of the caller's own task still propagates:
+that is the host stopping work, not a model's input.)
+
+Stages are plain async callables (`maitre.gate.base.Stage`) in an ordered list, so a host can
+insert its own; recorders run after every call, refused or executed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from opentelemetry import trace
+
+from ..context import RunContext
+from ..tools import Tool, Toolbox
+from ..types import ErrorCode, Principal, ToolCall, ToolError, ToolResult, Trust
+from .base import CallContext, GateLimits, Stage
+from .decode import decode
+from .execute import execute
+from .handles import InMemoryHandles, builtin_toolbox
+from .loop_guard import loop_guard, note_outcome
+from .resolve import resolve
+from .shape import shape_error, shape_output
+from .validate import check_invalid_budget, count_invalid, validate
+
+__all__ = ["DEFAULT_STAGES", "Gate", "Recorder"]
+
+logger = logging.getLogger("maitre.gate")
+_tracer = trace.get_tracer("maitre.gate")
+
+DEFAULT_STAGES: tuple[Stage, ...] = (resolve, decode, check_invalid_budget, loop_guard, validate, execute)
+"""The correctness core. Governance stages are inserted before `execute`."""
+
+Recorder = Callable[[CallContext, ToolResult], Awaitable[None]]
+"""**Protocol:** `async recorder(ctx, result)` - runs after every call (audit, metrics)."""
+
+_MAX_TRACKED_RUNS = 10_000
+
+
+class Gate:
+    """Governs tool calls for one toolbox.
+
+    Args:
+        toolbox: the tools the gate may run.
+        limits: guard rails (argument size, invalid-call budget, loop limits, backoff).
+        handles: where cut results are kept (in-process unless a store is given).
+        stages: the ordered stages; defaults to `DEFAULT_STAGES`.
+        recorders: callables run after every call with the context and the result.
+    """
+
+    def __init__(
+        self,
+        toolbox: Toolbox,
+        *,
+        limits: GateLimits | None = None,
+        handles: Any = None,
+        stages: Sequence[Stage] | None = None,
+        recorders: Sequence[Recorder] = (),
+    ) -> None:
+        self.toolbox = toolbox
+        self.limits = limits or GateLimits()
+        self.handles = handles if handles is not None else InMemoryHandles()
+        self.builtins = builtin_toolbox(self.handles)
+        self.builtin_names = frozenset(self.builtins.names())
+        self.stages: list[Stage] = list(stages) if stages is not None else list(DEFAULT_STAGES)
+        self.recorders: list[Recorder] = list(recorders)
+        self._runs: OrderedDict[str, RunContext] = OrderedDict()
+
+    # -- lookups used by stages ------------------------------------------------------------------
+
+    def find_tool(self, name: str) -> Tool | None:
+        return self.toolbox.get(name) or self.builtins.get(name)
+
+    def visible_names(self, run: RunContext) -> list[str]:
+        names = self.toolbox.names()
+        if run.visible_tools is not None:
+            names = [n for n in names if n in run.visible_tools]
+        return names + sorted(self.builtin_names)
+
+    def new_run(self, principal: Principal | None = None, run_id: str | None = None) -> RunContext:
+        """A fresh run context (the agent loop owns one per run)."""
+        run = RunContext(principal=principal) if run_id is None else RunContext(run_id=run_id, principal=principal)
+        return run
+
+    def _run_for(self, call: ToolCall, principal: Principal) -> RunContext:
+        # Calls without a run object: track state per (tenant, run_id) so loop guards still work;
+        # without a run_id each call is its own run.
+        if not call.run_id:
+            return RunContext(principal=principal)
+        key = f"{principal.tenant}\x00{call.run_id}"
+        run = self._runs.get(key)
+        if run is None:
+            run = RunContext(run_id=call.run_id, principal=principal)
+            self._runs[key] = run
+            if len(self._runs) > _MAX_TRACKED_RUNS:
+                self._runs.popitem(last=False)
+        else:
+            self._runs.move_to_end(key)
+        return run
+
+    # -- the pipeline ----------------------------------------------------------------------------
+
+    async def call(
+        self, call: ToolCall, principal: Principal, run: RunContext | None = None, **options: Any
+    ) -> ToolResult:
+        """Run one proposed call through every stage. Never raises."""
+        try:
+            return await self._call(call, principal, run, options)
+        except Exception as exc:  # the last line of defence: a bug in a stage or a store
+            logger.exception("gate failure on call %r", getattr(call, "id", None))
+            error = ToolError(
+                ErrorCode.INTERNAL,
+                "The tool call could not be processed because of an internal error in the runtime. It was "
+                "not executed. Retrying the same call will not help; continue without it or tell the user.",
+                details={"exception": type(exc).__name__},
+            )
+            return ToolResult(
+                call_id=str(getattr(call, "id", "")),
+                name=str(getattr(call, "name", ""))[:200],
+                is_error=True,
+                content=error.message,
+                error=error,
+            )
+
+    async def _call(
+        self, call: ToolCall, principal: Principal, run: RunContext | None, options: dict[str, Any]
+    ) -> ToolResult:
+        if run is None:
+            run = self._run_for(call, principal)
+        if run.principal is None:
+            run.principal = principal
+        ctx = CallContext(gate=self, call=call, principal=principal, run=run)
+        ctx.extra.update(options)
+        with _tracer.start_as_current_span("maitre.tool_call") as span:
+            error: ToolError | None = None
+            for stage in self.stages:
+                error = await stage(ctx)
+                if error is not None:
+                    break
+            result: ToolResult | None = None
+            if error is None:
+                shaped = await shape_output(ctx)
+                if isinstance(shaped, ToolError):
+                    error = shaped
+                else:
+                    result = shaped
+            if error is not None:
+                error = count_invalid(ctx, error)
+            error = note_outcome(ctx, error)
+            if error is not None:
+                ctx.error = error
+                result = shape_error(ctx, error)
+            assert result is not None
+            if ctx.executed and ctx.tool is not None and ctx.tool.trust is Trust.UNTRUSTED:
+                run.tainted = True
+            if span.is_recording():
+                span.set_attribute("maitre.tool", ctx.tool.name if ctx.tool else str(call.name)[:200])
+                span.set_attribute("maitre.decision", ctx.decision)
+                span.set_attribute("maitre.is_error", result.is_error)
+                if result.error is not None:
+                    span.set_attribute("maitre.error_code", str(result.error.code))
+            for recorder in self.recorders:
+                await recorder(ctx, result)
+            return result

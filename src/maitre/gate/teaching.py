@@ -1,0 +1,313 @@
+"""Errors that teach (seeds 000, 001, 003).
+
+A model fixes its call in one step when the error says where it went wrong (the JSON path), what
+was expected (type, pattern with a human hint, enum values, range, lengths), what it sent, and
+shows a call that would pass. A bare "invalid input" makes it guess, or resend the same call.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..jsonutil import compact_json
+from ..tools import Tool
+from ..tools.examples import MISSING, example_value
+from ..types import ErrorCode, ToolError
+
+__all__ = [
+    "closest",
+    "describe_expected",
+    "example_call",
+    "invalid_arguments",
+    "schema_at",
+]
+
+_MAX_SHOWN = 80
+
+
+def closest(name: str, candidates: list[str], n: int = 3) -> list[str]:
+    """Names most like `name`, comparing full names and the part after the namespace."""
+    if not candidates:
+        return []
+    scores: dict[str, float] = {}
+    base = name.rsplit(".", 1)[-1].replace("__", ".").rsplit(".", 1)[-1]
+    for candidate in candidates:
+        cand_base = candidate.rsplit(".", 1)[-1]
+        score = max(
+            difflib.SequenceMatcher(None, name.lower(), candidate.lower()).ratio(),
+            difflib.SequenceMatcher(None, base.lower(), cand_base.lower()).ratio(),
+        )
+        if score >= 0.6:
+            scores[candidate] = score
+    return sorted(scores, key=lambda c: (-scores[c], c))[:n]
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > _MAX_SHOWN:
+        text = text[: _MAX_SHOWN - 1] + "…" + f" ({len(text):,} characters)"
+    return text
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def schema_at(schema: dict[str, Any], path: tuple[Any, ...]) -> dict[str, Any] | None:
+    """The sub-schema at a pydantic error location (following $ref, items and anyOf)."""
+    defs = schema.get("$defs", {})
+    node: dict[str, Any] | None = schema
+    for part in path:
+        node = _deref(node, defs)
+        if node is None:
+            return None
+        if isinstance(part, int):
+            node = node.get("items") if isinstance(node.get("items"), dict) else None
+        elif "properties" in node and part in node["properties"]:
+            node = node["properties"][part]
+        else:
+            options = node.get("anyOf") or node.get("oneOf") or []
+            node = next(
+                (
+                    opt_props[part]
+                    for opt in options
+                    if (opt_props := (_deref(opt, defs) or {}).get("properties", {})) and part in opt_props
+                ),
+                None,
+            )
+    return _deref(node, defs)
+
+
+def _deref(node: dict[str, Any] | None, defs: dict[str, Any]) -> dict[str, Any] | None:
+    seen = 0
+    while node is not None and "$ref" in node and seen < 10:
+        node = defs.get(node["$ref"].rsplit("/", 1)[-1])
+        seen += 1
+    return node
+
+
+def describe_expected(node: dict[str, Any] | None) -> str:
+    """A short human description of what a schema accepts."""
+    if not node:
+        return "a valid value"
+    if "enum" in node:
+        return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in node["enum"])
+    if "const" in node:
+        return f"exactly {json.dumps(node['const'])}"
+    options = node.get("anyOf") or node.get("oneOf")
+    if options:
+        parts = [describe_expected(opt) for opt in options if opt.get("type") != "null"]
+        nullable = any(opt.get("type") == "null" for opt in options)
+        text = " or ".join(dict.fromkeys(parts))
+        return text + (" (or null)" if nullable else "")
+    kind = node.get("type", "value")
+    if isinstance(kind, list):
+        kind = " or ".join(kind)
+    article = "an" if str(kind)[:1] in "aeiou" else "a"
+    text = f"{article} {kind}"
+    if node.get("format") and node.get("format") != "decimal":
+        text += f" in {node['format']} format"
+    if "pattern" in node:
+        text += f" matching the pattern {node['pattern']}"
+    bounds = []
+    for key, word in (
+        ("minimum", ">="),
+        ("exclusiveMinimum", ">"),
+        ("maximum", "<="),
+        ("exclusiveMaximum", "<"),
+    ):
+        if key in node:
+            bounds.append(f"{word} {node[key]}")
+    if bounds:
+        text += " " + " and ".join(bounds)
+    if "minLength" in node or "maxLength" in node:
+        low, high = node.get("minLength"), node.get("maxLength")
+        if low is not None and high is not None:
+            text += f" of {low} to {high} characters"
+        elif low is not None:
+            text += f" of at least {low} characters"
+        else:
+            text += f" of at most {high} characters"
+    if "minItems" in node or "maxItems" in node:
+        text += f" with {node.get('minItems', 0)} to {node.get('maxItems', 'any number of')} items"
+    hint = node.get("description")
+    if hint:
+        text += f" ({hint.rstrip('.')})"
+    example = example_value(node)
+    if example is not MISSING and not hint:
+        text += f", for example {json.dumps(example, ensure_ascii=False)}"
+    return text
+
+
+def example_call(tool: Tool, sent: dict[str, Any] | None = None, bad: set[str] | None = None) -> str | None:
+    """A call that passes validation: the model's valid values kept, the rest filled with examples."""
+    schema = tool.input_schema
+    props = schema.get("properties", {})
+    defs = schema.get("$defs", {})
+    arguments: dict[str, Any] = {}
+    for name in props:
+        if sent and name in sent and name not in (bad or set()):
+            arguments[name] = sent[name]
+        elif name in schema.get("required", []):
+            value = example_value(props[name], defs)
+            if value is MISSING:
+                return None
+            arguments[name] = value
+    if not _validates(tool, arguments):
+        return None
+    return f"{tool.name}({compact_json(arguments)})"
+
+
+def _validates(tool: Tool, arguments: dict[str, Any]) -> bool:
+    validator = tool._validator
+    try:
+        if tool.input_model is not None:
+            tool.input_model.model_validate(arguments)
+            return True
+        if validator is not None:
+            return bool(validator.is_valid(arguments))
+    except ValidationError:
+        return False
+    return True
+
+
+def invalid_arguments(tool: Tool, sent: dict[str, Any], problems: list[dict[str, Any]]) -> ToolError:
+    """Build the teaching INVALID_ARGUMENTS error from normalised problems.
+
+    A problem is `{"kind": "missing" | "unknown" | "invalid", "path": tuple, "received": Any,
+    "message": str}`.
+    """
+    allowed = tool.argument_names
+    lines: list[str] = []
+    missing: list[str] = []
+    fields: list[dict[str, Any]] = []
+    bad: set[str] = set()
+    suggestions: list[str] = []
+    for problem in problems:
+        path = problem["path"]
+        where = _json_path(path)
+        node = schema_at(tool.input_schema, path)
+        top = path[0] if path else None
+        if isinstance(top, str):
+            bad.add(top)
+        if problem["kind"] == "unknown":
+            name = str(path[-1]) if path else "?"
+            guess = difflib.get_close_matches(name, allowed, n=1, cutoff=0.5)
+            hint = f" Did you mean '{guess[0]}'?" if guess else ""
+            if guess:
+                suggestions.append(guess[0])
+            allowed_text = ", ".join(allowed) if allowed else "none"
+            lines.append(f"Unknown argument '{name}' at {where}.{hint} Allowed arguments: {allowed_text}.")
+            fields.append({"path": where, "problem": "unknown"})
+        elif problem["kind"] == "missing":
+            missing.append(where.removeprefix("$."))
+            lines.append(f"Missing required argument {where}: expected {describe_expected(node)}.")
+            fields.append({"path": where, "problem": "missing", "expected": describe_expected(node)})
+        else:
+            expected = describe_expected(node)
+            received = problem["received"]
+            lines.append(
+                f"{where}: expected {expected}; received {_shown(received)} ({_json_type(received)})."
+                + (f" {problem['message']}." if problem.get("message") else "")
+            )
+            fields.append(
+                {
+                    "path": where,
+                    "problem": "invalid",
+                    "expected": expected,
+                    "received": _shown(received),
+                }
+            )
+    example = example_call(tool, sent, bad)
+    text = f"Invalid arguments for {tool.name}. " + " ".join(lines)
+    if example:
+        text += f" A valid call looks like: {example}."
+    text += " Fix the arguments and call again."
+    details: dict[str, Any] = {"fields": fields}
+    if example:
+        details["example"] = example
+    return ToolError(
+        ErrorCode.INVALID_ARGUMENTS,
+        text,
+        details=details,
+        missing_fields=missing,
+        suggestions=suggestions,
+    )
+
+
+def _json_path(path: tuple[Any, ...]) -> str:
+    text = "$"
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text
+
+
+def problems_from_pydantic(exc: ValidationError) -> list[dict[str, Any]]:
+    """Normalise pydantic's error list (type, loc, msg, input) into problems."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err.get("loc", ()))
+        kind = err.get("type", "")
+        if kind == "extra_forbidden":
+            problems.append({"kind": "unknown", "path": loc, "received": err.get("input")})
+        elif kind == "missing":
+            problems.append({"kind": "missing", "path": loc, "received": None})
+        else:
+            problems.append(
+                {
+                    "kind": "invalid",
+                    "path": loc,
+                    "received": err.get("input"),
+                    "message": _clean_message(err.get("msg", "")),
+                }
+            )
+    return problems
+
+
+def _clean_message(message: str) -> str:
+    # Pydantic's message repeats what "expected" already says; keep the specific part only.
+    message = message.rstrip(".")
+    for generic in ("Input should be a valid", "String should match pattern", "Input should be '"):
+        if message.startswith(generic):
+            return ""
+    return message
+
+
+def problems_from_jsonschema(errors: list[Any]) -> list[dict[str, Any]]:
+    """Normalise jsonschema errors (imported tools) into problems."""
+    problems = []
+    for err in errors:
+        path = tuple(err.absolute_path)
+        if err.validator == "required":
+            for name in err.validator_value:
+                if isinstance(err.instance, dict) and name not in err.instance:
+                    problems.append({"kind": "missing", "path": (*path, name), "received": None})
+        elif err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            allowed = set(err.schema.get("properties", {}))
+            for name in err.instance:
+                if name not in allowed:
+                    problems.append({"kind": "unknown", "path": (*path, name), "received": err.instance[name]})
+        else:
+            problems.append({"kind": "invalid", "path": path, "received": err.instance, "message": ""})
+    return problems

@@ -1,0 +1,246 @@
+"""A tool: a function plus the static metadata the gate governs it by.
+
+Metadata (`effect`, `risk`, `trust`, `scopes`, `timeout`, ...) is declared by the developer and
+never decided by the model (seed 003: "risk tiers must be codified in static tool metadata").
+A tool is built either from a typed Python function (`Tool.from_function`, what `@box.tool` uses)
+or from a JSON Schema and an async handler (`Tool.from_schema`, for tools imported over MCP).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, TypeAdapter
+
+from ..context import RunContext
+from ..exceptions import ToolDefinitionError
+from ..types import Effect, Principal, Risk, Trust
+from .docstrings import parse_docstring
+from .schema import SCHEMA_DIALECT, build_input_model, model_json_schema, strict_schema
+
+__all__ = [
+    "CONTEXT_TYPES",
+    "DEFAULT_MAX_RESULT_TOKENS",
+    "DEFAULT_TIMEOUT_S",
+    "OwnershipCheck",
+    "Tool",
+]
+
+DEFAULT_TIMEOUT_S = 30.0
+"""Every tool has a finite timeout; 30 s unless the tool says otherwise."""
+DEFAULT_MAX_RESULT_TOKENS = 2_000
+"""Results longer than this are cut and the rest kept behind a handle (seed 002's oversized result)."""
+
+CONTEXT_TYPES: tuple[type, ...] = (Principal, RunContext)
+"""Parameter annotations the gate injects instead of taking them from the model."""
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*(\.[A-Za-z][A-Za-z0-9_\-]*)*$")
+
+OwnershipCheck = Callable[[Principal, dict[str, Any]], Any]
+"""`check(principal, arguments) -> bool` (sync or async): does this principal own the resource?
+
+Declared with `@box.tool(owner=check)`; the gate answers PERMISSION_DENIED (with no detail) when it
+returns False, before anything executes.
+"""
+
+
+@dataclass(kw_only=True, eq=False)
+class Tool:
+    """A registered tool. Build it with `Tool.from_function` or `Tool.from_schema`."""
+
+    name: str
+    """Canonical name, `namespace.base` when the toolbox has a namespace."""
+    description: str
+    """What the model reads to decide when to use the tool (and when not to)."""
+    input_schema: dict[str, Any]
+    """Strict JSON Schema 2020-12 of the arguments."""
+    fn: Callable[..., Any] | None = None
+    """The Python function (None for schema tools)."""
+    handler: Callable[[dict[str, Any]], Awaitable[Any]] | None = None
+    """For schema tools: `async handler(arguments) -> result`."""
+    input_model: type[BaseModel] | None = None
+    """Pydantic model the arguments are validated with (function tools)."""
+    output_model: Any = None
+    """Type the result is validated against, when declared."""
+    output_schema: dict[str, Any] | None = None
+    title: str | None = None
+    effect: Effect = Effect.READ
+    risk: Risk = Risk.LOW
+    trust: Trust = Trust.TRUSTED
+    """Whether the output may be read as instructions (untrusted output taints the run)."""
+    timeout: float = DEFAULT_TIMEOUT_S
+    """Seconds before the call is cancelled (async) or abandoned (sync, in a worker thread)."""
+    retries: int = 0
+    """Extra attempts for retryable failures only (never for deterministic errors)."""
+    transient: tuple[type[BaseException], ...] = ()
+    """Exception types that mean "try again later" for this tool."""
+    max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS
+    tags: tuple[str, ...] = ()
+    scopes: frozenset[str] = frozenset()
+    """Scopes the principal must hold to call the tool."""
+    open_world: bool = False
+    """The tool talks to the outside world (email, web, payments): taint makes it need approval."""
+    idempotent: bool | None = None
+    """Calling twice with the same arguments has no extra effect (reads are; writes by default are not)."""
+    business_key: tuple[str, ...] | None = None
+    """Argument fields that identify the real-world operation (seed 003's refund: order_id, amount)."""
+    owner: OwnershipCheck | None = None
+    requires_approval: bool | None = None
+    """Force (True) or waive (False) human approval regardless of the risk matrix."""
+    long_running: bool = False
+    """Declared long work: MCP serves it as a task."""
+    source: str = "local"
+    """`local`, or `mcp:<server>` for imported tools."""
+    annotations: dict[str, Any] = field(default_factory=dict)
+    """Extra MCP annotations (imported tools keep the server's)."""
+    context_params: dict[str, type] = field(default_factory=dict)
+    """Parameters injected by the gate, by type."""
+    is_async: bool = False
+    _validator: Any = field(default=None, repr=False)
+    _output_adapter: TypeAdapter[Any] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name) or len(self.name) > 128:
+            raise ToolDefinitionError(
+                f"tool name {self.name!r} is not valid: use letters, digits, _ and -, starting with a "
+                "letter, with '.' only between namespace parts"
+            )
+        self.effect = Effect(self.effect)
+        self.risk = Risk(self.risk)
+        self.trust = Trust(self.trust)
+        self.scopes = frozenset(self.scopes)
+        self.tags = tuple(self.tags)
+        if self.timeout is None or self.timeout <= 0:
+            raise ToolDefinitionError(f"{self.name}: timeout must be a positive number of seconds")
+        if self.retries < 0 or self.retries > 10:
+            raise ToolDefinitionError(f"{self.name}: retries must be between 0 and 10")
+        if self.max_result_tokens < 16:
+            raise ToolDefinitionError(f"{self.name}: max_result_tokens must be at least 16")
+        if self.idempotent is None:
+            self.idempotent = self.effect is Effect.READ
+        if self.business_key is not None:
+            props = self.input_schema.get("properties", {})
+            unknown = [key for key in self.business_key if key not in props]
+            if unknown:
+                raise ToolDefinitionError(f"{self.name}: business_key names unknown arguments {unknown}")
+        if self.output_model is not None and self._output_adapter is None:
+            self._output_adapter = TypeAdapter(self.output_model)
+
+    @property
+    def base_name(self) -> str:
+        """The name without its namespace."""
+        return self.name.rsplit(".", 1)[-1]
+
+    @property
+    def namespace(self) -> str | None:
+        return self.name.rsplit(".", 1)[0] if "." in self.name else None
+
+    @property
+    def argument_names(self) -> list[str]:
+        return list(self.input_schema.get("properties", {}))
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        description: str | None = None,
+        output: Any = None,
+        **metadata: Any,
+    ) -> Tool:
+        """Build a tool from a typed function: hints and docstring become the schema."""
+        if not callable(fn):
+            raise ToolDefinitionError(f"{fn!r} is not callable")
+        summary, param_docs = parse_docstring(inspect.getdoc(fn))
+        base = name or fn.__name__
+        canonical = f"{namespace}.{base}" if namespace else base
+        model, context = build_input_model(
+            fn,
+            model_name=_model_name(base),
+            param_docs=param_docs,
+            context_types=CONTEXT_TYPES,
+        )
+        output_model = output if output is not None else _output_model_from(fn)
+        output_schema = None
+        if output_model is not None:
+            if isinstance(output_model, type) and issubclass(output_model, BaseModel):
+                output_schema = model_json_schema(output_model)
+            else:
+                output_schema = strict_schema(TypeAdapter(output_model).json_schema())
+                output_schema = {"$schema": SCHEMA_DIALECT, **output_schema}
+        return cls(
+            name=canonical,
+            description=description if description is not None else summary,
+            input_schema=model_json_schema(model),
+            fn=fn,
+            input_model=model,
+            output_model=output_model,
+            output_schema=output_schema,
+            context_params=context,
+            is_async=inspect.iscoroutinefunction(fn),
+            _validator=model,
+            **metadata,
+        )
+
+    @classmethod
+    def from_schema(
+        cls,
+        *,
+        name: str,
+        description: str,
+        input_schema: dict[str, Any],
+        handler: Callable[[dict[str, Any]], Awaitable[Any]],
+        **metadata: Any,
+    ) -> Tool:
+        """Build a tool from a JSON Schema and an async handler (tools imported over MCP)."""
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
+        schema = dict(input_schema or {"type": "object"})
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise ToolDefinitionError(f"{name}: input schema is not valid JSON Schema: {exc.message}") from exc
+        return cls(
+            name=name,
+            description=description,
+            input_schema=schema,
+            handler=handler,
+            is_async=True,
+            _validator=Draft202012Validator(schema),
+            **metadata,
+        )
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r}, effect={self.effect.value}, risk={self.risk.value})"
+
+
+def _model_name(base: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[_\-.]", base) if part) + "Arguments"
+
+
+def _output_model_from(fn: Callable[..., Any]) -> Any:
+    try:
+        hint = inspect.signature(fn).return_annotation
+        if isinstance(hint, str):
+            import typing
+
+            hint = typing.get_type_hints(fn).get("return", inspect.Signature.empty)
+    except Exception:
+        return None
+    if isinstance(hint, type) and issubclass(hint, BaseModel):
+        return hint
+    return None
+
+
+EffectLiteral = Literal["read", "write", "destructive"]
+RiskLiteral = Literal["low", "medium", "high", "critical"]
+TrustLiteral = Literal["trusted", "untrusted"]
