@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .exceptions import MaitreError
+
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
@@ -65,7 +67,7 @@ _MINILM_DIM = 384
 _MINILM_MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 
 
-class EmbeddingModelError(RuntimeError):
+class EmbeddingModelError(MaitreError, RuntimeError):
     """The embedding model files are missing or are not the pinned, hash-checked versions."""
 
 

@@ -1,0 +1,140 @@
+"""What a memory backend must provide: transactions, one schema, a lexical and a vector index.
+
+`MemoryStore` owns every rule (conflicts, deletion, profile, fusion) and talks to the database
+through this narrow seam, in portable SQL with `?` placeholders (the Postgres backend rewrites them).
+A backend adds only what differs: how to lock and begin a write transaction across processes, the
+full-text index (SQLite FTS5 bm25 / Postgres tsvector), where vectors live (a BLOB searched with
+numpy, or pgvector), and how to make deleted bytes really go away afterwards.
+
+The lexical and vector indexes hold **current facts only**: retrieval never needs history, and a
+superseded fact leaves both indexes in the transaction that supersedes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+__all__ = ["COMMON_SCHEMA", "Backend", "Db"]
+
+#: Tables shared by both backends (the Postgres backend maps the few type names that differ).
+COMMON_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS memory_meta (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS memory_facts (
+        seq {SERIAL_PK},
+        id TEXT NOT NULL UNIQUE,
+        tenant TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        slot TEXT NOT NULL,
+        value TEXT NOT NULL,
+        valid_from BIGINT NOT NULL,
+        recorded_at BIGINT NOT NULL,
+        source TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        status TEXT NOT NULL,
+        superseded_by TEXT,
+        superseded_at BIGINT,
+        retracted INTEGER NOT NULL DEFAULT 0)""",
+    "CREATE INDEX IF NOT EXISTS memory_facts_slot ON memory_facts (tenant, user_id, slot)",
+    "CREATE INDEX IF NOT EXISTS memory_facts_user ON memory_facts (tenant, user_id, status, key)",
+    """CREATE TABLE IF NOT EXISTS memory_tombstones (
+        digest TEXT PRIMARY KEY,
+        created_at BIGINT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS memory_summaries (
+        id TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        text TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (tenant, user_id, id))""",
+    """CREATE TABLE IF NOT EXISTS memory_summary_sources (
+        tenant TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        summary_id TEXT NOT NULL,
+        fact_id TEXT NOT NULL,
+        PRIMARY KEY (tenant, user_id, summary_id, fact_id))""",
+    "CREATE INDEX IF NOT EXISTS memory_summary_sources_fact ON memory_summary_sources (fact_id)",
+    """CREATE TABLE IF NOT EXISTS memory_versions (
+        tenant TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        version BIGINT NOT NULL,
+        PRIMARY KEY (tenant, user_id))""",
+]
+
+
+class Db(Protocol):
+    """A connection inside a transaction (or a read snapshot)."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement with `?` placeholders; return all rows (empty for DML without RETURNING)."""
+        ...
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement for many parameter rows."""
+        ...
+
+
+class Backend(Protocol):
+    """The database-specific half of a memory store."""
+
+    kind: str
+    """`sqlite` or `postgres`."""
+    native_vectors: bool
+    """True if the database ranks vectors itself (pgvector); else the store uses `VectorCache`."""
+    location: str
+    """Human-readable location (path or DSN without password) for messages."""
+
+    def setup(self, dim: int) -> None:
+        """Create the schema (idempotent, safe under concurrent first use)."""
+        ...
+
+    def read(self) -> AbstractContextManager[Db]:
+        """A connection for reads."""
+        ...
+
+    def write(self, locks: Sequence[str]) -> AbstractContextManager[Db]:
+        """A write transaction that holds `locks` (strings) against other processes; commits on exit."""
+        ...
+
+    def index(self, db: Db, rows: Sequence[tuple[int, str, str, str, NDArray[np.float32]]]) -> None:
+        """Add current facts `(seq, tenant, user, text, vector)` to the lexical and vector indexes."""
+        ...
+
+    def unindex(self, db: Db, rows: Sequence[tuple[int, str, str, str]]) -> None:
+        """Remove facts `(seq, tenant, user, text)` from both indexes (text as it was indexed)."""
+        ...
+
+    def lexical(self, db: Db, tenant: str, user: str, terms: list[str], limit: int) -> list[int]:
+        """Seqs of the user's current facts matching any term, best first."""
+        ...
+
+    def dense(
+        self, db: Db, tenant: str, user: str, query: NDArray[np.float32], limit: int
+    ) -> list[tuple[int, float]]:
+        """(seq, cosine) of the user's current facts, best first (only if `native_vectors`)."""
+        ...
+
+    def load_vectors(self, db: Db, tenant: str, user: str, dim: int) -> tuple[list[int], list[bytes]]:
+        """All (seqs, float32 blobs) of the user's current facts (only if not `native_vectors`)."""
+        ...
+
+    def purge(self, db: Db) -> None:
+        """Inside a deletion transaction: drop index remnants of deleted rows (e.g. FTS5 optimize)."""
+        ...
+
+    def after_delete(self) -> None:
+        """After a deletion committed: make freed bytes unreachable (WAL checkpoint, VACUUM)."""
+        ...
+
+    def close(self) -> None:
+        """Close every connection this backend opened."""
+        ...

@@ -1,0 +1,247 @@
+"""PostgreSQL backend: one schema per store, full-text search, pgvector when it can be enabled.
+
+- *Schema per store*: every table lives in the store's schema (`search_path` is set on each
+  connection), so several stores, and each test run, share one database without touching each
+  other. Creating the schema takes an advisory lock, so concurrent first use is safe.
+- *Write transactions* take a transaction-scoped advisory lock per (tenant, user): conflict
+  resolution reads a slot and then writes it, and two processes must not both see "no current fact".
+  Different users never wait for each other.
+- *Full text*: `memory_index.tsv` (`to_tsvector('english', ...)`, GIN index) for current facts only,
+  ranked with `ts_rank_cd`; query words are OR-ed, as with BM25.
+- *Vectors*: with pgvector the `emb vector(dim)` column is ranked in SQL by cosine distance, exactly
+  (no HNSW index: retrieval is filtered to one user, and pgvector 0.6's HNSW returns its `ef_search`
+  nearest rows *before* the user filter, which loses recall; an exact scan of one user's 10^4 rows is
+  fast). Without pgvector `emb` is a BYTEA of float32 and the store ranks it with numpy.
+- *Deletion*: rows are deleted in the store's transaction; afterwards `VACUUM` removes the dead
+  tuples and their index entries so no query, index scan or `pageinspect` of live data returns them.
+  PostgreSQL does not zero the freed bytes inside data pages, and its WAL and backups keep history:
+  physical erasure on Postgres needs storage encryption and WAL/backup retention limits (operator
+  measures). SQLite, with `secure_delete`, does erase the bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import psycopg
+
+from ..exceptions import UserError
+from .backend import COMMON_SCHEMA
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+__all__ = ["PostgresBackend"]
+
+log = logging.getLogger(__name__)
+
+_IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def _vector_literal(vec: NDArray[np.float32]) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in np.asarray(vec, dtype=np.float32).tolist()) + "]"
+
+
+class _Db:
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        cur = self.conn.execute(sql.replace("?", "%s"), tuple(params))
+        return cur.fetchall() if cur.description is not None else []
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            with self.conn.cursor() as cur:
+                cur.executemany(sql.replace("?", "%s"), [tuple(r) for r in rows])
+
+
+class PostgresBackend:
+    """Memory tables in one PostgreSQL schema."""
+
+    kind = "postgres"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "maitre_memory",
+        pgvector: bool | None = None,
+        vacuum_after_delete: bool = True,
+    ) -> None:
+        if not _IDENT.fullmatch(schema):
+            raise UserError(
+                f"Schema name {schema!r} must be a lower-case SQL identifier, e.g. 'maitre_memory'."
+            )
+        self.dsn = dsn
+        self.schema = schema
+        self.location = f"{re.sub(r'://[^@/]*@', '://', dsn)} schema={schema}"
+        self._want_pgvector = pgvector
+        self._vacuum = vacuum_after_delete
+        self.native_vectors = False
+        self._search_path = f'"{schema}", public'
+        self._local = threading.local()
+        self._conns: list[psycopg.Connection[Any]] = []
+        self._conns_lock = threading.Lock()
+
+    def _open(self) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(self.dsn, autocommit=True)
+        conn.execute(f"SET search_path TO {self._search_path}")
+        with self._conns_lock:
+            self._conns.append(conn)
+        return conn
+
+    def _conn(self) -> psycopg.Connection[Any]:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = self._local.conn = self._open()
+        return conn
+
+    def setup(self, dim: int) -> None:
+        conn = psycopg.connect(self.dsn, autocommit=True)
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('maitre-memory-setup', 0))")
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                vector_schema = self._enable_pgvector(conn)
+                if vector_schema and vector_schema != "public":
+                    self._search_path = f'"{self.schema}", "{vector_schema}", public'
+                conn.execute(f"SET LOCAL search_path TO {self._search_path}")
+                for stmt in COMMON_SCHEMA:
+                    conn.execute(stmt.replace("{SERIAL_PK}", "BIGSERIAL PRIMARY KEY"))  # type: ignore[arg-type]
+                existing = conn.execute(
+                    "SELECT udt_name FROM information_schema.columns "
+                    "WHERE table_schema = %s AND table_name = 'memory_index' AND column_name = 'emb'",
+                    (self.schema,),
+                ).fetchone()
+                if existing is not None:
+                    self.native_vectors = existing[0] == "vector"
+                    if self._want_pgvector and not self.native_vectors:
+                        raise UserError(
+                            f"Schema {self.schema!r} stores vectors as BYTEA; pgvector=True needs a new schema."
+                        )
+                else:
+                    self.native_vectors = vector_schema is not None
+                    emb = f"vector({int(dim)})" if self.native_vectors else "BYTEA"
+                    conn.execute(
+                        "CREATE TABLE memory_index (seq BIGINT PRIMARY KEY, tenant TEXT NOT NULL, "  # type: ignore[arg-type]
+                        f"user_id TEXT NOT NULL, tsv tsvector NOT NULL, emb {emb} NOT NULL)"
+                    )
+                    conn.execute("CREATE INDEX memory_index_user ON memory_index (tenant, user_id)")
+                    conn.execute("CREATE INDEX memory_index_tsv ON memory_index USING gin (tsv)")
+        finally:
+            conn.close()
+        log.debug("memory schema %s ready (pgvector=%s)", self.schema, self.native_vectors)
+
+    def _enable_pgvector(self, conn: psycopg.Connection[Any]) -> str | None:
+        """The schema holding the `vector` type if pgvector is (or can be made) available, else None."""
+        if self._want_pgvector is False:
+            return None
+        row = conn.execute(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+            "WHERE e.extname = 'vector'"
+        ).fetchone()
+        if row is not None:
+            return str(row[0])
+        available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+        if available is not None:
+            try:
+                with conn.transaction():
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+                return "public"
+            except psycopg.Error as exc:
+                log.info("pgvector is installed but could not be enabled (%s); using numpy", exc)
+        if self._want_pgvector:
+            raise UserError("pgvector=True but the `vector` extension is not available in this database.")
+        return None
+
+    @contextmanager
+    def read(self) -> Iterator[_Db]:
+        yield _Db(self._conn())
+
+    @contextmanager
+    def write(self, locks: Sequence[str]) -> Iterator[_Db]:
+        conn = self._conn()
+        with conn.transaction():
+            for lock in sorted(set(locks)):
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{self.schema}\x1f{lock}",)
+                )
+            yield _Db(conn)
+
+    def index(self, db: _Db, rows: Sequence[tuple[int, str, str, str, NDArray[np.float32]]]) -> None:
+        if self.native_vectors:
+            db.executemany(
+                "INSERT INTO memory_index (seq, tenant, user_id, tsv, emb) "
+                "VALUES (?, ?, ?, to_tsvector('english', ?), ?::vector)",
+                [(seq, t, u, text, _vector_literal(vec)) for seq, t, u, text, vec in rows],
+            )
+        else:
+            db.executemany(
+                "INSERT INTO memory_index (seq, tenant, user_id, tsv, emb) VALUES (?, ?, ?, to_tsvector('english', ?), ?)",
+                [(seq, t, u, text, np.asarray(vec, dtype="<f4").tobytes()) for seq, t, u, text, vec in rows],
+            )
+
+    def unindex(self, db: _Db, rows: Sequence[tuple[int, str, str, str]]) -> None:
+        if rows:
+            db.execute("DELETE FROM memory_index WHERE seq = ANY(?)", ([r[0] for r in rows],))
+
+    def lexical(self, db: _Db, tenant: str, user: str, terms: list[str], limit: int) -> list[int]:
+        words = [t for t in terms if re.fullmatch(r"[^\W_]+", t)]
+        if not words:
+            return []
+        query = " | ".join(words)
+        rows = db.execute(
+            "SELECT seq FROM memory_index, to_tsquery('english', ?) q WHERE tenant = ? AND user_id = ? "
+            "AND tsv @@ q ORDER BY ts_rank_cd(tsv, q) DESC, seq LIMIT ?",
+            (query, tenant, user, limit),
+        )
+        return [r[0] for r in rows]
+
+    def dense(
+        self, db: _Db, tenant: str, user: str, query: NDArray[np.float32], limit: int
+    ) -> list[tuple[int, float]]:
+        literal = _vector_literal(query)
+        rows = db.execute(
+            "SELECT seq, 1 - (emb <=> ?::vector) FROM memory_index WHERE tenant = ? AND user_id = ? "
+            "ORDER BY emb <=> ?::vector, seq LIMIT ?",
+            (literal, tenant, user, literal, limit),
+        )
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def load_vectors(self, db: _Db, tenant: str, user: str, dim: int) -> tuple[list[int], list[bytes]]:
+        rows = db.execute(
+            "SELECT seq, emb FROM memory_index WHERE tenant = ? AND user_id = ?", (tenant, user)
+        )
+        return [r[0] for r in rows], [bytes(r[1]) for r in rows]
+
+    def purge(self, db: _Db) -> None:
+        return None
+
+    def after_delete(self) -> None:
+        if not self._vacuum:
+            return
+        conn = self._conn()
+        for table in ("memory_facts", "memory_index", "memory_summaries", "memory_summary_sources"):
+            conn.execute(f'VACUUM "{self.schema}".{table}')  # type: ignore[arg-type]
+
+    def drop_schema(self) -> None:
+        """Drop the whole schema (tests, teardown)."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            try:
+                conn.close()
+            except psycopg.Error:  # pragma: no cover
+                pass
+        self._local = threading.local()
