@@ -1,0 +1,131 @@
+"""What a tool may ask of the MCP request that reached it - without the gate knowing about MCP.
+
+Every `tools/call` goes through `Gate.call`, which speaks only `ToolCall` and `ToolResult`. Some
+tools want more from the MCP door: report progress, return an image rather than text, or ask the
+client a question over the 2026-07-28 multi-round-trip flow. The server sets a `McpCallContext`
+in a context variable around `Gate.call`; a tool reads it with `current_call()` (None when the
+call came through another door, so the same tool still works in an agent loop).
+
+Nothing here bypasses the gate: the tool is still resolved, validated, authorised, executed and
+recorded by it. `set_content` and `input_required` leave a note beside the tool's ordinary return
+value; the server uses the note to shape the MCP result, while the gate records the return value.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+
+__all__ = ["McpCallContext", "current_call"]
+
+_current: contextvars.ContextVar[McpCallContext | None] = contextvars.ContextVar(
+    "maitre_mcp_call", default=None
+)
+
+
+def current_call() -> McpCallContext | None:
+    """The MCP request the running tool is serving, or None outside an MCP `tools/call`."""
+    return _current.get()
+
+
+@dataclass(kw_only=True, eq=False)
+class McpCallContext:
+    """One `tools/call` as the MCP door sees it."""
+
+    protocol_version: str
+    """The wire version of this request (`2026-07-28` or a handshake version)."""
+    client_capabilities: types.ClientCapabilities | None = None
+    """What the client declared (per request on 2026-07-28, per session before)."""
+    input_responses: Mapping[str, Any] = field(default_factory=dict)
+    """Answers to an earlier `input_required` round, by key (2026-07-28)."""
+    request_state: str | None = None
+    """The tool's own state from the earlier round, verified by the server before it gets here."""
+    session: Any = None
+    """The SDK's `ServerSession` for this request (progress, logs, legacy server→client requests)."""
+    request_id: Any = None
+    content: list[types.ContentBlock] | None = None
+    """Set by `set_content`: the MCP content blocks to send instead of the text of the result."""
+    pending_input: dict[str, Any] | None = None
+    """Set by `input_required`: the input requests to send back instead of a result."""
+    pending_state: str | None = None
+
+    # -- results ----------------------------------------------------------------------------------
+
+    def set_content(self, blocks: list[types.ContentBlock]) -> None:
+        """Send these content blocks (images, audio, embedded resources) as the MCP result content."""
+        self.content = list(blocks)
+
+    def input_required(self, requests: Mapping[str, Any], *, state: str | None = None) -> dict[str, Any]:
+        """Ask the client for input (2026-07-28 `InputRequiredResult`); return what the tool returns.
+
+        `requests` maps keys to `elicitation/create`, `sampling/createMessage` or `roots/list`
+        requests (typed models or wire dicts). The client answers by retrying the same call with
+        `inputResponses` under the same keys; `state` comes back as `request_state`, verified.
+        Use: `return ctx.input_required({...})`.
+        """
+        self.pending_input = {
+            key: (
+                req.model_dump(by_alias=True, mode="json", exclude_none=True)
+                if hasattr(req, "model_dump")
+                else req
+            )
+            for key, req in requests.items()
+        }
+        self.pending_state = state
+        return {"input_required": sorted(self.pending_input)}
+
+    def supports(self, capability: str) -> bool:
+        """Whether the client declared `elicitation`, `sampling` or `roots` on this request."""
+        caps = self.client_capabilities
+        return caps is not None and getattr(caps, capability, None) is not None
+
+    @property
+    def modern(self) -> bool:
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    # -- notifications on this request's stream --------------------------------------------------
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Progress for this call; a no-op unless the client sent a progress token."""
+        if self.session is not None:
+            await self.session.report_progress(progress, total, message)
+
+    async def log(self, level: types.LoggingLevel, data: Any, logger: str | None = None) -> None:
+        """A `notifications/message` on this request (dropped unless the client opted in)."""
+        if self.session is not None:
+            await self.session.send_log_message(level, data, logger, related_request_id=self.request_id)
+
+    # -- legacy (2025-11-25) server→client requests -----------------------------------------------
+
+    @property
+    def can_ask(self) -> bool:
+        """Whether a server→client request can be sent right now (a 2025-11-25 session)."""
+        return self.session is not None and not self.modern and bool(self.session.can_send_request)
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> types.ElicitResult:
+        """Ask the user through the client (2025-11-25 sessions with the elicitation capability)."""
+        return await self.session.elicit_form(message, requested_schema, related_request_id=self.request_id)
+
+    async def sample(
+        self, messages: list[types.SamplingMessage], *, max_tokens: int
+    ) -> types.CreateMessageResult:
+        """Ask the client's model (2025-11-25 sessions with the sampling capability)."""
+        return await self.session.create_message(
+            messages, max_tokens=max_tokens, related_request_id=self.request_id
+        )
+
+
+def _enter(ctx: McpCallContext) -> contextvars.Token[McpCallContext | None]:
+    return _current.set(ctx)
+
+
+def _leave(token: contextvars.Token[McpCallContext | None]) -> None:
+    _current.reset(token)
