@@ -32,7 +32,7 @@ from starlette.routing import BaseRoute, Route
 from .auth import BearerVerifier, SdkTokenVerifier
 from .server import GovernedServer
 
-__all__ = ["http_app", "serve_http", "serve_stdio"]
+__all__ = ["http_app", "running_http", "serve_http", "serve_stdio"]
 
 logger = logging.getLogger("maitre.mcp")
 
@@ -137,3 +137,31 @@ async def serve_stdio(server: GovernedServer) -> None:
     lowlevel = server.lowlevel
     async with stdio_server() as (read_stream, write_stream):
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+@contextlib.asynccontextmanager
+async def running_http(server: GovernedServer, *, path: str = "/mcp", **options: Any) -> AsyncIterator[str]:
+    """Serve on 127.0.0.1 at an ephemeral port for the duration of the block; yields the URL.
+
+    For tests and embedding: the server runs in the caller's event loop and stops on exit.
+    """
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    app = http_app(server, host="127.0.0.1", path=path, **options)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    userver = uvicorn.Server(config)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: userver.serve(sockets=[sock]))
+        while not userver.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
+            await anyio.sleep(0.01)
+        try:
+            yield f"http://127.0.0.1:{port}{path}"
+        finally:
+            userver.should_exit = True
+    sock.close()
