@@ -1,0 +1,115 @@
+"""Canonical JSON, digests and redaction: the byte-exact forms that hashes are taken over.
+
+Every hash maitre stores (a call hash bound to an approval, an argument or result digest, an audit
+entry's chain hash) is sha256 over RFC 8785 (JSON Canonicalization Scheme) text, produced by the
+`rfc8785` package. JCS fixes key order, string escaping and number formatting, so the same value hashes
+the same in every process, on every backend, after a round trip through SQLite `REAL` or Postgres
+`double precision` (`1000` and `1000.0` both canonicalise to `1000`).
+
+Values must already be JSON-ready (dict with str keys, list, tuple, str, int, float, bool, None).
+Pydantic models should be dumped with `model_dump(mode="json")` first, so a `Decimal` amount is hashed
+as the exact text the tool will see, never through a binary float.
+
+`redact` is for the "redacted values" audit mode: it replaces the values of sensitive-looking keys and
+keeps the shape, so an auditor can read what was asked without reading secrets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import rfc8785
+
+__all__ = [
+    "DEFAULT_REDACT_KEYS",
+    "REDACTED",
+    "canonical_bytes",
+    "canonical_json",
+    "digest",
+    "redact",
+]
+
+DEFAULT_REDACT_KEYS: tuple[str, ...] = (
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "apikey",
+    "authorization",
+    "cookie",
+    "session",
+    "privatekey",
+    "ssn",
+    "cardnumber",
+    "creditcard",
+    "cvv",
+    "iban",
+)
+"""Key fragments redacted by default. A key matches when its lowercased form, with `-`, `_`, `.` and
+spaces removed, contains one of them (`X-Api-Key`, `access_token` and `clientSecret` all match)."""
+
+REDACTED = "[REDACTED]"
+"""What a redacted value is replaced with."""
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """RFC 8785 canonical JSON of a JSON-ready value, as UTF-8 bytes.
+
+    Raises:
+        TypeError: the value holds something JSON cannot represent exactly (a Decimal, a datetime, a
+            NaN, an int beyond ±2**53 ...). Dump models with `mode="json"` first.
+    """
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError as exc:
+        raise TypeError(
+            f"cannot canonicalise {type(value).__name__} value as RFC 8785 JSON: {exc}. "
+            "Pass JSON-ready data (for a pydantic model: model_dump(mode='json'))."
+        ) from exc
+
+
+def canonical_json(value: Any) -> str:
+    """RFC 8785 canonical JSON of a JSON-ready value, as text (see `canonical_bytes`)."""
+    return canonical_bytes(value).decode("utf-8")
+
+
+def digest(value: Any) -> str:
+    """sha256 hex digest of the canonical JSON of `value` (64 lowercase hex characters)."""
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+def _normalise_key(key: str) -> str:
+    return "".join(ch for ch in key.lower() if ch not in "-_. ")
+
+
+def redact(value: Any, keys: Iterable[str] = DEFAULT_REDACT_KEYS, *, mask: str = REDACTED) -> Any:
+    """A copy of `value` with the values of sensitive keys replaced by `mask`, at any depth.
+
+    Args:
+        value: JSON-ready data; it is not modified.
+        keys: key fragments to redact, compared after normalisation (see `DEFAULT_REDACT_KEYS`).
+        mask: the replacement value.
+
+    Example:
+        >>> redact({"user": "ann", "auth": {"api_key": "sk-1"}, "items": [{"Password": "x"}]})
+        {'user': 'ann', 'auth': {'api_key': '[REDACTED]'}, 'items': [{'Password': '[REDACTED]'}]}
+    """
+    fragments = tuple(_normalise_key(k) for k in keys)
+    return _redact(value, fragments, mask)
+
+
+def _redact(value: Any, fragments: tuple[str, ...], mask: str) -> Any:
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            name = _normalise_key(key) if isinstance(key, str) else ""
+            if name and any(fragment in name for fragment in fragments):
+                out[key] = mask
+            else:
+                out[key] = _redact(item, fragments, mask)
+        return out
+    if isinstance(value, list | tuple):
+        return [_redact(item, fragments, mask) for item in value]
+    return value
