@@ -1,0 +1,652 @@
+"""PostgreSQL stores (psycopg 3, async): for many maitre processes on many hosts sharing one database.
+
+All tables live in one schema (`schema=`, default `maitre`), created on first use under a
+transaction-level advisory lock so processes starting together do not race on DDL. How each guarantee
+is kept, under the default READ COMMITTED isolation:
+
+- **Idempotency `begin`**: `INSERT ... ON CONFLICT (tenant, idem_key) DO NOTHING`. A concurrent insert
+  of the same key waits for the first to commit and then does nothing; exactly one caller sees
+  rowcount 1.
+- **Approval `consume`**: one guarded `UPDATE ... SET status = 'used' WHERE status = 'approved' AND
+  approved_hash = %s AND expires_at > %s`. A second updater blocks on the row lock, re-reads the row
+  after the first commits, finds `used`, and updates nothing.
+- **Approval `decide`**: `SELECT ... FOR UPDATE`, check, `UPDATE`, in one transaction.
+- **Audit `append`**: `LOCK TABLE audit IN EXCLUSIVE MODE` (blocks other appenders, never readers),
+  read the head, seal, insert, commit. The lock is scoped to this schema's table, unlike an advisory
+  lock id, which would be shared by every schema of the database. `seq` is the primary key, so even a
+  caller bypassing the lock could not create a duplicate.
+- **Rate limits**: one `INSERT ... ON CONFLICT DO UPDATE` computing the refill in SQL under the row lock.
+
+Connections come from a small built-in pool (`pool_size`, autocommit connections opened on demand),
+to avoid a dependency on psycopg_pool. A connection is bound to the event loop that uses it: open
+and use a `PostgresStores` inside one `anyio.run`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+
+from maitre.audit.chain import GENESIS_HASH, AuditEntry, seal
+from maitre.stores._rows import (
+    APPROVAL_COLUMNS,
+    AUDIT_COLUMNS,
+    IDEMPOTENCY_COLUMNS,
+    approval_from_row,
+    approval_to_row,
+    audit_from_row,
+    audit_to_row,
+    dump_json,
+    idempotency_from_row,
+    load_json,
+)
+from maitre.stores.base import (
+    AlreadyExistsError,
+    ApprovalRequest,
+    ApprovalStateError,
+    ApprovalStatus,
+    HandleData,
+    IdempotencyRecord,
+    IdempotencyStateError,
+    RunState,
+    RunSummary,
+    StoreError,
+    Stores,
+    check_bucket_args,
+    decision_fields,
+    effective_status,
+    now_or,
+)
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg.pq import TransactionStatus
+except ImportError as _import_error:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        'The Postgres stores need psycopg 3: install "maitre[postgres]" (psycopg[binary]>=3.2).'
+    ) from _import_error
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresApprovalStore",
+    "PostgresAuditStore",
+    "PostgresDatabase",
+    "PostgresHandleStore",
+    "PostgresIdempotencyStore",
+    "PostgresRateLimiter",
+    "PostgresRunStore",
+    "PostgresStores",
+]
+
+SCHEMA_VERSION = 1
+"""Stored in `<schema>.meta`; a schema written by a newer maitre is refused."""
+
+_DDL_LOCK_ID = 0x6D61697472650001  # "maitre" + 1: serialises schema creation across processes.
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+_SCHEMA = (
+    "CREATE SCHEMA IF NOT EXISTS {s}",
+    """CREATE TABLE IF NOT EXISTS {s}.approvals (
+        id text PRIMARY KEY, tool text NOT NULL, arguments text NOT NULL, call_hash text NOT NULL,
+        user_id text NOT NULL, tenant text NOT NULL, run_id text, reason text NOT NULL,
+        created_at double precision NOT NULL, expires_at double precision NOT NULL, status text NOT NULL,
+        approver text, decided_at double precision, message text, edited_arguments text,
+        approved_hash text, used_at double precision)""",
+    "CREATE INDEX IF NOT EXISTS approvals_by_status ON {s}.approvals (status, created_at)",
+    """CREATE TABLE IF NOT EXISTS {s}.idempotency (
+        idem_key text NOT NULL, tenant text NOT NULL, tool text NOT NULL, fingerprint text NOT NULL,
+        state text NOT NULL, result text, created_at double precision NOT NULL,
+        updated_at double precision NOT NULL, lease_until double precision NOT NULL,
+        PRIMARY KEY (tenant, idem_key))""",
+    """CREATE TABLE IF NOT EXISTS {s}.audit (
+        seq bigint PRIMARY KEY, at_ts double precision NOT NULL, user_id text NOT NULL,
+        tenant text NOT NULL, tool text NOT NULL, decision text NOT NULL, run_id text, call_id text,
+        call_hash text, approval_id text, arguments text, result_digest text, error_code text,
+        detail text, duration_ms double precision NOT NULL, replayed boolean NOT NULL,
+        prev_hash text NOT NULL, hash text NOT NULL)""",
+    """CREATE OR REPLACE FUNCTION {s}.audit_append_only() RETURNS trigger LANGUAGE plpgsql AS
+        $$ BEGIN RAISE EXCEPTION 'the audit log is append-only'; END $$""",
+    """CREATE OR REPLACE TRIGGER audit_no_change BEFORE UPDATE OR DELETE ON {s}.audit
+        FOR EACH ROW EXECUTE FUNCTION {s}.audit_append_only()""",
+    """CREATE OR REPLACE TRIGGER audit_no_truncate BEFORE TRUNCATE ON {s}.audit
+        FOR EACH STATEMENT EXECUTE FUNCTION {s}.audit_append_only()""",
+    """CREATE TABLE IF NOT EXISTS {s}.handles (
+        handle text PRIMARY KEY, tenant text NOT NULL, user_id text NOT NULL, pages text NOT NULL,
+        meta text NOT NULL, created_at double precision NOT NULL, expires_at double precision NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS handles_by_expiry ON {s}.handles (expires_at)",
+    """CREATE TABLE IF NOT EXISTS {s}.runs (
+        run_id text PRIMARY KEY, tenant text NOT NULL, status text NOT NULL, state_json text NOT NULL,
+        created_at double precision NOT NULL, updated_at double precision NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS runs_by_update ON {s}.runs (updated_at)",
+    """CREATE TABLE IF NOT EXISTS {s}.rate_limits (
+        bucket_key text PRIMARY KEY, tokens double precision NOT NULL,
+        updated_at double precision NOT NULL, allowed boolean NOT NULL)""",
+    "CREATE TABLE IF NOT EXISTS {s}.meta (name text PRIMARY KEY, value text NOT NULL)",
+)
+
+
+class PostgresDatabase:
+    """A schema in a Postgres database, and a small pool of autocommit connections to it.
+
+    Args:
+        dsn: a libpq connection string or `postgresql://` URL.
+        schema: the schema holding maitre's tables (created if missing).
+        pool_size: most connections open at once; callers beyond it wait.
+    """
+
+    def __init__(self, dsn: str, *, schema: str = "maitre", pool_size: int = 4) -> None:
+        if not _SCHEMA_NAME.match(schema):
+            raise ValueError(f"schema must be a plain identifier (letters, digits, _), not {schema!r}")
+        if pool_size < 1:
+            raise ValueError("pool_size must be at least 1")
+        self.dsn = dsn
+        self.schema = schema
+        self.quoted_schema = f'"{schema}"'
+        self._slots = anyio.Semaphore(pool_size)
+        self._idle: list[psycopg.AsyncConnection[Any]] = []
+        self._ready = False
+        self._ready_lock = anyio.Lock()
+        self._closed = False
+
+    def q(self, text: str) -> str:
+        """`text` with `{s}` replaced by the quoted schema name."""
+        return text.replace("{s}", self.quoted_schema)
+
+    async def open(self) -> None:
+        """Create the schema and tables if needed. Called by the first operation if not before."""
+        if self._ready:
+            return
+        async with self._ready_lock:
+            if self._ready:
+                return
+            conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+            try:
+                async with conn.transaction():
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_ID,))
+                    version = await self._stored_version(conn)
+                    if version is not None and version > SCHEMA_VERSION:
+                        raise StoreError(
+                            f"schema {self.schema} has version {version}; this maitre knows {SCHEMA_VERSION}"
+                        )
+                    if version != SCHEMA_VERSION:
+                        for statement in _SCHEMA:
+                            await conn.execute(self.q(statement))
+                        await conn.execute(
+                            self.q(
+                                "INSERT INTO {s}.meta (name, value) VALUES ('schema_version', %s) "
+                                "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+                            ),
+                            (str(SCHEMA_VERSION),),
+                        )
+            except BaseException:
+                await conn.close()
+                raise
+            self._idle.append(conn)
+            self._ready = True
+
+    async def _stored_version(self, conn: psycopg.AsyncConnection[Any]) -> int | None:
+        cursor = await conn.execute("SELECT to_regclass(%s)", (f"{self.quoted_schema}.meta",))
+        row = await cursor.fetchone()
+        if row is None or row[0] is None:
+            return None
+        cursor = await conn.execute(self.q("SELECT value FROM {s}.meta WHERE name = 'schema_version'"))
+        row = await cursor.fetchone()
+        return None if row is None else int(row[0])
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """Borrow a connection (autocommit; use `conn.transaction()` for several statements)."""
+        if self._closed:
+            raise StoreError(f"the Postgres stores for schema {self.schema} are closed")
+        await self.open()
+        async with self._slots:
+            conn = self._idle.pop() if self._idle else await psycopg.AsyncConnection.connect(
+                self.dsn, autocommit=True
+            )
+            try:
+                yield conn
+            finally:
+                # Keep the connection only if it is healthy and outside any transaction.
+                if (
+                    not self._closed
+                    and not conn.closed
+                    and conn.info.transaction_status == TransactionStatus.IDLE
+                ):
+                    self._idle.append(conn)
+                else:
+                    with anyio.CancelScope(shield=True):
+                        await conn.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.close()
+
+
+async def _fetchone(
+    conn: psycopg.AsyncConnection[Any], query: str, params: Any = None
+) -> tuple[Any, ...] | None:
+    cursor = await conn.execute(query, params)
+    return await cursor.fetchone()
+
+
+class PostgresApprovalStore:
+    """Approval requests in `<schema>.approvals`."""
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+        cols = ", ".join(APPROVAL_COLUMNS)
+        self._select = db.q(f"SELECT {cols} FROM {{s}}.approvals")
+        self._insert = db.q(
+            f"INSERT INTO {{s}}.approvals ({cols}) VALUES ({', '.join(['%s'] * len(APPROVAL_COLUMNS))})"
+        )
+
+    async def create(self, request: ApprovalRequest) -> ApprovalRequest:
+        if request.status != "pending":
+            raise ValueError(f"a new approval request must be pending, not {request.status!r}")
+        row = approval_to_row(request)
+        async with self._db.connection() as conn:
+            try:
+                await conn.execute(self._insert, row)
+            except pg_errors.UniqueViolation as exc:
+                raise AlreadyExistsError(f"approval {request.id!r} already exists") from exc
+        return approval_from_row(row, request.created_at)
+
+    async def get(self, approval_id: str, *, now: float | None = None) -> ApprovalRequest | None:
+        at = now_or(now)
+        async with self._db.connection() as conn:
+            row = await _fetchone(conn, f"{self._select} WHERE id = %s", (approval_id,))
+        return None if row is None else approval_from_row(row, at)
+
+    async def list(
+        self,
+        *,
+        status: ApprovalStatus | None = None,
+        tenant: str | None = None,
+        now: float | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[ApprovalRequest]:
+        at = now_or(now)
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
+        if status in ("pending", "approved"):
+            where.append("status = %s AND expires_at > %s")
+            params += [status, at]
+        elif status == "expired":
+            where.append("status IN ('pending', 'approved') AND expires_at <= %s")
+            params.append(at)
+        elif status is not None:
+            where.append("status = %s")
+            params.append(status)
+        if tenant is not None:
+            where.append("tenant = %s")
+            params.append(tenant)
+        query = self._select + (f" WHERE {' AND '.join(where)}" if where else "")
+        query += " ORDER BY created_at, id LIMIT %s"
+        params.append(limit)
+        async with self._db.connection() as conn:
+            cursor = await conn.execute(query, params)
+            rows = await cursor.fetchall()
+        return [approval_from_row(row, at) for row in rows]
+
+    async def decide(
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        approver: str,
+        message: str | None = None,
+        edited_arguments: dict[str, Any] | None = None,
+        approved_hash: str | None = None,
+        now: float | None = None,
+    ) -> ApprovalRequest:
+        at = now_or(now)
+        async with self._db.connection() as conn, conn.transaction():
+            row = await _fetchone(conn, f"{self._select} WHERE id = %s FOR UPDATE", (approval_id,))
+            if row is None:
+                raise ApprovalStateError(
+                    f"approval {approval_id!r} does not exist", approval_id=approval_id, status=None
+                )
+            current = approval_from_row(row, at)
+            if current.status != "pending":
+                raise ApprovalStateError(
+                    f"approval {approval_id!r} is {current.status}, not pending",
+                    approval_id=approval_id,
+                    status=current.status,
+                )
+            fields = decision_fields(
+                current.call_hash, approve, approver, message, edited_arguments, approved_hash, at
+            )
+            edited = fields["edited_arguments"]
+            await conn.execute(
+                self._db.q(
+                    "UPDATE {s}.approvals SET status = %s, approver = %s, decided_at = %s, message = %s, "
+                    "edited_arguments = %s, approved_hash = %s WHERE id = %s"
+                ),
+                (
+                    fields["status"],
+                    fields["approver"],
+                    fields["decided_at"],
+                    fields["message"],
+                    None if edited is None else dump_json(edited),
+                    fields["approved_hash"],
+                    approval_id,
+                ),
+            )
+        for name, value in fields.items():
+            setattr(current, name, value)
+        current.status = effective_status(current.status, current.expires_at, at)
+        return current
+
+    async def consume(self, approval_id: str, *, call_hash: str, now: float | None = None) -> bool:
+        at = now_or(now)
+        async with self._db.connection() as conn:
+            cursor = await conn.execute(
+                self._db.q(
+                    "UPDATE {s}.approvals SET status = 'used', used_at = %s WHERE id = %s "
+                    "AND status = 'approved' AND approved_hash = %s AND expires_at > %s"
+                ),
+                (at, approval_id, call_hash, at),
+            )
+            return cursor.rowcount == 1
+
+
+class PostgresIdempotencyStore:
+    """Idempotency records in `<schema>.idempotency`, keyed by (tenant, idem_key)."""
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+        cols = ", ".join(IDEMPOTENCY_COLUMNS)
+        self._select = db.q(f"SELECT {cols} FROM {{s}}.idempotency WHERE tenant = %s AND idem_key = %s")
+        self._claim = db.q(
+            "INSERT INTO {s}.idempotency (idem_key, tenant, tool, fingerprint, state, result, created_at, "
+            "updated_at, lease_until) VALUES (%s, %s, %s, %s, 'in_flight', NULL, %s, %s, %s) "
+            "ON CONFLICT (tenant, idem_key) DO NOTHING"
+        )
+        self._expire = db.q(
+            "UPDATE {s}.idempotency SET state = 'uncertain', updated_at = %s WHERE tenant = %s "
+            f"AND idem_key = %s AND state = 'in_flight' AND lease_until <= %s RETURNING {cols}"
+        )
+
+    async def begin(
+        self,
+        key: str,
+        *,
+        tenant: str,
+        tool: str,
+        fingerprint: str,
+        now: float | None = None,
+        lease_s: float = 300.0,
+    ) -> IdempotencyRecord | None:
+        at = now_or(now)
+        async with self._db.connection() as conn:
+            while True:
+                cursor = await conn.execute(self._claim, (key, tenant, tool, fingerprint, at, at, at + lease_s))
+                if cursor.rowcount == 1:
+                    return None
+                row = await _fetchone(conn, self._expire, (at, tenant, key, at))
+                if row is None:
+                    row = await _fetchone(conn, self._select, (tenant, key))
+                if row is not None:
+                    return idempotency_from_row(row)
+                # Released between our insert attempt and our read: try to claim it again.
+
+    async def complete(self, key: str, result_json: str, *, tenant: str, now: float | None = None) -> None:
+        at = now_or(now)
+        async with self._db.connection() as conn:
+            cursor = await conn.execute(
+                self._db.q(
+                    "UPDATE {s}.idempotency SET state = 'completed', result = %s, updated_at = %s "
+                    "WHERE tenant = %s AND idem_key = %s AND state IN ('in_flight', 'uncertain')"
+                ),
+                (result_json, at, tenant, key),
+            )
+            if cursor.rowcount == 1:
+                return
+            row = await _fetchone(conn, self._select, (tenant, key))
+        if row is None:
+            raise IdempotencyStateError(f"idempotency key {key!r} is unknown (released or never begun)")
+        raise IdempotencyStateError(f"idempotency key {key!r} is already completed")
+
+    async def mark_uncertain(self, key: str, *, tenant: str, now: float | None = None) -> bool:
+        at = now_or(now)
+        async with self._db.connection() as conn:
+            cursor = await conn.execute(
+                self._db.q(
+                    "UPDATE {s}.idempotency SET state = 'uncertain', updated_at = %s "
+                    "WHERE tenant = %s AND idem_key = %s AND state = 'in_flight'"
+                ),
+                (at, tenant, key),
+            )
+            return cursor.rowcount == 1
+
+    async def release(self, key: str, *, tenant: str) -> bool:
+        async with self._db.connection() as conn:
+            cursor = await conn.execute(
+                self._db.q("DELETE FROM {s}.idempotency WHERE tenant = %s AND idem_key = %s"), (tenant, key)
+            )
+            return cursor.rowcount == 1
+
+    async def get(self, key: str, *, tenant: str) -> IdempotencyRecord | None:
+        async with self._db.connection() as conn:
+            row = await _fetchone(conn, self._select, (tenant, key))
+        return None if row is None else idempotency_from_row(row)
+
+
+class PostgresAuditStore:
+    """The audit chain in `<schema>.audit`."""
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+        cols = ", ".join(AUDIT_COLUMNS)
+        self._select = db.q(f"SELECT {cols} FROM {{s}}.audit")
+        self._insert = db.q(
+            f"INSERT INTO {{s}}.audit ({cols}) VALUES ({', '.join(['%s'] * len(AUDIT_COLUMNS))})"
+        )
+
+    async def append(self, entry: AuditEntry) -> AuditEntry:
+        async with self._db.connection() as conn, conn.transaction():
+            await conn.execute(self._db.q("LOCK TABLE {s}.audit IN EXCLUSIVE MODE"))
+            head = await _fetchone(conn, self._db.q("SELECT seq, hash FROM {s}.audit ORDER BY seq DESC LIMIT 1"))
+            seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS_HASH)
+            sealed = seal(entry, seq=seq, prev_hash=prev)
+            await conn.execute(self._insert, audit_to_row(sealed))
+        return sealed
+
+    async def entries(self, *, since_seq: int = 0, limit: int | None = None) -> list[AuditEntry]:
+        async with self._db.connection() as conn:
+            cursor = await conn.execute(
+                f"{self._select} WHERE seq > %s ORDER BY seq LIMIT %s", (since_seq, limit)
+            )
+            rows = await cursor.fetchall()
+        return [audit_from_row(row) for row in rows]
+
+    async def last(self) -> AuditEntry | None:
+        async with self._db.connection() as conn:
+            row = await _fetchone(conn, f"{self._select} ORDER BY seq DESC LIMIT 1")
+        return None if row is None else audit_from_row(row)
+
+
+class PostgresHandleStore:
+    """Result pages in `<schema>.handles`."""
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+
+    async def put(
+        self,
+        handle: str,
+        *,
+        tenant: str,
+        user: str,
+        pages: list[str],
+        meta: dict[str, Any],
+        now: float | None = None,
+        ttl_s: float = 3600.0,
+    ) -> None:
+        at = now_or(now)
+        async with self._db.connection() as conn:
+            # Only a dead (expired) handle may be reused.
+            cursor = await conn.execute(
+                self._db.q(
+                    "INSERT INTO {s}.handles AS h (handle, tenant, user_id, pages, meta, created_at, "
+                    "expires_at) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (handle) DO UPDATE SET "
+                    "tenant = excluded.tenant, user_id = excluded.user_id, pages = excluded.pages, "
+                    "meta = excluded.meta, created_at = excluded.created_at, expires_at = excluded.expires_at "
+                    "WHERE h.expires_at <= excluded.created_at"
+                ),
+                (handle, tenant, user, dump_json(list(pages)), dump_json(meta), at, at + ttl_s),
+            )
+            if cursor.rowcount != 1:
+                raise AlreadyExistsError(f"handle {handle!r} already exists")
+
+    async def get(self, handle: str, *, tenant: str, now: float | None = None) -> HandleData | None:
+        at = now_or(now)
+        async with self._db.connection() as conn:
+            row = await _fetchone(
+                conn,
+                self._db.q(
+                    "SELECT pages, meta FROM {s}.handles WHERE handle = %s AND tenant = %s AND expires_at > %s"
+                ),
+                (handle, tenant, at),
+            )
+        return None if row is None else HandleData(load_json(row[0]), load_json(row[1]))
+
+    async def purge(self, *, now: float | None = None) -> int:
+        at = now_or(now)
+        async with self._db.connection() as conn:
+            cursor = await conn.execute(self._db.q("DELETE FROM {s}.handles WHERE expires_at <= %s"), (at,))
+            return cursor.rowcount
+
+
+class PostgresRunStore:
+    """Serialised runs in `<schema>.runs`."""
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+
+    async def save(
+        self, run_id: str, *, tenant: str, status: str, state_json: str, now: float | None = None
+    ) -> None:
+        at = now_or(now)
+        async with self._db.connection() as conn:
+            cursor = await conn.execute(
+                self._db.q(
+                    "INSERT INTO {s}.runs AS r (run_id, tenant, status, state_json, created_at, updated_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET "
+                    "status = excluded.status, state_json = excluded.state_json, "
+                    "updated_at = excluded.updated_at WHERE r.tenant = excluded.tenant"
+                ),
+                (run_id, tenant, status, state_json, at, at),
+            )
+            if cursor.rowcount != 1:
+                raise StoreError(f"run {run_id!r} belongs to another tenant")
+
+    async def load(self, run_id: str, *, tenant: str | None = None) -> RunState | None:
+        async with self._db.connection() as conn:
+            row = await _fetchone(
+                conn, self._db.q("SELECT status, state_json, tenant FROM {s}.runs WHERE run_id = %s"), (run_id,)
+            )
+        if row is None or (tenant is not None and row[2] != tenant):
+            return None
+        return RunState(row[0], row[1])
+
+    async def list(
+        self, *, status: str | None = None, tenant: str | None = None, limit: int = 100
+    ) -> builtins.list[RunSummary]:
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
+        if status is not None:
+            where.append("status = %s")
+            params.append(status)
+        if tenant is not None:
+            where.append("tenant = %s")
+            params.append(tenant)
+        query = self._db.q("SELECT run_id, status, updated_at FROM {s}.runs")
+        query += (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY updated_at DESC, run_id LIMIT %s"
+        params.append(limit)
+        async with self._db.connection() as conn:
+            cursor = await conn.execute(query, params)
+            rows = await cursor.fetchall()
+        return [RunSummary(*row) for row in rows]
+
+
+# One statement: every SET expression reads the old row, which ON CONFLICT holds locked.
+_REFILL = "LEAST(%(burst)s, b.tokens + GREATEST(0.0, %(now)s - b.updated_at) * %(rate)s)"
+_BUCKET_SQL = f"""
+INSERT INTO {{s}}.rate_limits AS b (bucket_key, tokens, updated_at, allowed)
+VALUES (%(key)s, %(burst)s - %(cost)s, %(now)s, true)
+ON CONFLICT (bucket_key) DO UPDATE SET
+  tokens = CASE WHEN {_REFILL} >= %(cost)s THEN {_REFILL} - %(cost)s ELSE {_REFILL} END,
+  allowed = {_REFILL} >= %(cost)s,
+  updated_at = GREATEST(b.updated_at, %(now)s)
+RETURNING tokens, allowed
+"""
+
+
+class PostgresRateLimiter:
+    """Token buckets in `<schema>.rate_limits`, one atomic upsert per acquire."""
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+        self._sql = db.q(_BUCKET_SQL)
+
+    async def acquire(
+        self, key: str, *, rate_per_s: float, burst: int, cost: float = 1, now: float | None = None
+    ) -> float:
+        check_bucket_args(rate_per_s, burst, cost)
+        params = {"key": key, "burst": float(burst), "cost": float(cost), "now": now_or(now),
+                  "rate": float(rate_per_s)}
+        async with self._db.connection() as conn:
+            row = await _fetchone(conn, self._sql, params)
+        if row is None:  # RETURNING always yields the upserted row
+            raise StoreError(f"rate limit upsert for {key!r} returned nothing")
+        tokens, allowed = row
+        return 0.0 if allowed else (cost - tokens) / rate_per_s
+
+
+class PostgresStores(Stores):
+    """Every store in one Postgres schema, shared by any number of processes and hosts.
+
+    The constructor does no I/O (the schema is created by the first operation); prefer
+    `await PostgresStores.open(dsn)`, which connects and creates the schema up front so a wrong DSN
+    fails at start-up.
+
+    Example:
+        >>> stores = await PostgresStores.open("postgresql://postgres@127.0.0.1:5432/test", schema="maitre")
+        >>> await stores.runs.save("r1", tenant="t", status="paused", state_json="{}")
+        >>> await stores.close()
+    """
+
+    def __init__(self, dsn: str, *, schema: str = "maitre", pool_size: int = 4) -> None:
+        db = PostgresDatabase(dsn, schema=schema, pool_size=pool_size)
+        self.db = db
+        closer: Callable[[], Any] = db.close
+        super().__init__(
+            approvals=PostgresApprovalStore(db),
+            idempotency=PostgresIdempotencyStore(db),
+            audit=PostgresAuditStore(db),
+            handles=PostgresHandleStore(db),
+            runs=PostgresRunStore(db),
+            rate_limits=PostgresRateLimiter(db),
+            backend="postgres",
+            closers=[closer],
+        )
+
+    @classmethod
+    async def open(cls, dsn: str, *, schema: str = "maitre", pool_size: int = 4) -> PostgresStores:
+        """Connect, create the schema and tables if needed, and return the stores."""
+        stores = cls(dsn, schema=schema, pool_size=pool_size)
+        try:
+            await stores.db.open()
+        except BaseException:
+            await stores.close()
+            raise
+        return stores
