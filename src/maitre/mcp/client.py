@@ -37,9 +37,10 @@ from os import PathLike
 from typing import Any, Literal
 
 import mcp_types as types
-from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+
+from mcp import Client, StdioServerParameters
 
 from ..exceptions import ToolDefinitionError, UserError
 from ..tools import Tool, Toolbox
@@ -282,9 +283,11 @@ class McpUpstream:
 
 @asynccontextmanager
 async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
-    async with create_mcp_http_client(headers=dict(headers) or None) as http:
-        async with streamable_http_client(url, http_client=http) as streams:
-            yield streams
+    async with (
+        create_mcp_http_client(headers=dict(headers) or None) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
 
 
 async def toolbox_from_mcp(
