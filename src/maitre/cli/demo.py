@@ -22,7 +22,9 @@ from ..types import Principal, ToolCall, ToolResult
 
 __all__ = ["build_demo_toolbox", "demo_command", "run_demo"]
 
-OrderId = Annotated[str, Field(pattern=r"^A[0-9]{4}$", description="Order id: the letter A then 4 digits, like A1042")]
+OrderId = Annotated[
+    str, Field(pattern=r"^A[0-9]{4}$", description="Order id: the letter A then 4 digits, like A1042")
+]
 
 
 def build_demo_toolbox() -> Toolbox:

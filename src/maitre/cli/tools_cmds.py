@@ -14,7 +14,9 @@ from .loader import load_toolbox
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Inspect toolboxes: lint definitions, show schemas and token costs.", no_args_is_help=True)
+app = typer.Typer(
+    help="Inspect toolboxes: lint definitions, show schemas and token costs.", no_args_is_help=True
+)
 console = Console()
 
 
@@ -53,4 +55,6 @@ def show(
     box = load_toolbox(target)
     definitions = box.definitions(format)  # type: ignore[arg-type]
     typer.echo(json.dumps(list(definitions), indent=2, ensure_ascii=False))
-    console.print(f"[dim]{len(definitions)} definitions, {definitions.total_tokens:,} tokens (cl100k_base)[/dim]")
+    console.print(
+        f"[dim]{len(definitions)} definitions, {definitions.total_tokens:,} tokens (cl100k_base)[/dim]"
+    )

@@ -65,7 +65,9 @@ def builtin_toolbox(handles: Any) -> Toolbox:
         """
         found = await handles.get(handle, tenant=principal.tenant)
         if found is None:
-            raise ToolError(ErrorCode.NOT_FOUND, f"No result is stored under handle {handle} (or it expired).")
+            raise ToolError(
+                ErrorCode.NOT_FOUND, f"No result is stored under handle {handle} (or it expired)."
+            )
         pages, meta = found
         if page > len(pages):
             raise ToolError(
@@ -73,7 +75,7 @@ def builtin_toolbox(handles: Any) -> Toolbox:
                 f"Handle {handle} has {len(pages)} pages; page {page} does not exist.",
             )
         tail = f"\n[page {page} of {len(pages)} of the result of {meta.get('tool', 'a tool')}"
-        tail += f"; next: read_result(handle=\"{handle}\", page={page + 1})]" if page < len(pages) else "]"
+        tail += f'; next: read_result(handle="{handle}", page={page + 1})]' if page < len(pages) else "]"
         return pages[page - 1] + tail
 
     box.add(

@@ -91,7 +91,11 @@ class Gate:
 
     def new_run(self, principal: Principal | None = None, run_id: str | None = None) -> RunContext:
         """A fresh run context (the agent loop owns one per run)."""
-        run = RunContext(principal=principal) if run_id is None else RunContext(run_id=run_id, principal=principal)
+        run = (
+            RunContext(principal=principal)
+            if run_id is None
+            else RunContext(run_id=run_id, principal=principal)
+        )
         return run
 
     def _run_for(self, call: ToolCall, principal: Principal) -> RunContext:

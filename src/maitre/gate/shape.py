@@ -103,7 +103,7 @@ async def shape_output(ctx: CallContext) -> ToolResult | ToolError:
             usage["tokens_dropped"] = tokens - count_tokens(shown)
             content = (
                 f"{shown}\n[cut: this result is {tokens:,} tokens; showing page 1 of {len(pages)}. "
-                f"Read more with read_result(handle=\"{handle}\", page=2), or narrow your request.]"
+                f'Read more with read_result(handle="{handle}", page=2), or narrow your request.]'
             )
             structured = None
     return ToolResult(

@@ -307,7 +307,9 @@ def problems_from_jsonschema(errors: list[Any]) -> list[dict[str, Any]]:
             allowed = set(err.schema.get("properties", {}))
             for name in err.instance:
                 if name not in allowed:
-                    problems.append({"kind": "unknown", "path": (*path, name), "received": err.instance[name]})
+                    problems.append(
+                        {"kind": "unknown", "path": (*path, name), "received": err.instance[name]}
+                    )
         else:
             problems.append({"kind": "invalid", "path": path, "received": err.instance, "message": ""})
     return problems

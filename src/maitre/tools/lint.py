@@ -104,11 +104,15 @@ def _check_tool(tool: Tool) -> list[Finding]:
     found: list[Finding] = []
     desc = tool.description or ""
     if not desc.strip():
-        found.append(Finding(tool=tool.name, code="no-description", message="has no description", severity="error"))
+        found.append(
+            Finding(tool=tool.name, code="no-description", message="has no description", severity="error")
+        )
     else:
         if not _USE.search(desc):
             found.append(
-                Finding(tool=tool.name, code="no-when-to-use", message="description does not say when to use it")
+                Finding(
+                    tool=tool.name, code="no-when-to-use", message="description does not say when to use it"
+                )
             )
         if not _DONT.search(desc):
             found.append(

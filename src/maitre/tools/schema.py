@@ -78,7 +78,9 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
             node.pop("title", None)
             note = node.pop("x-decimal", None)
             if note:
-                node["description"] = f"{node['description'].rstrip('.')}; {note}" if node.get("description") else note
+                node["description"] = (
+                    f"{node['description'].rstrip('.')}; {note}" if node.get("description") else note
+                )
             if node.get("type") == "object" or "properties" in node:
                 node.setdefault("additionalProperties", False)
             for key, value in node.items():

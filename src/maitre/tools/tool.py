@@ -208,7 +208,9 @@ class Tool:
         try:
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:
-            raise ToolDefinitionError(f"{name}: input schema is not valid JSON Schema: {exc.message}") from exc
+            raise ToolDefinitionError(
+                f"{name}: input schema is not valid JSON Schema: {exc.message}"
+            ) from exc
         return cls(
             name=name,
             description=description,

@@ -38,7 +38,9 @@ class Toolbox:
 
     def __init__(self, namespace: str | None = None, *, tools: list[Tool] | None = None) -> None:
         if namespace is not None and not _NAMESPACE.match(namespace):
-            raise UserError(f"namespace {namespace!r} must be letters, digits, _ or -, starting with a letter")
+            raise UserError(
+                f"namespace {namespace!r} must be letters, digits, _ or -, starting with a letter"
+            )
         self.namespace = namespace
         self._tools: dict[str, Tool] = {}
         self._aliases: dict[str, str] = {}
@@ -53,7 +55,9 @@ class Toolbox:
     def tool(self, fn: Callable[..., Any], /) -> Callable[..., Any]: ...
 
     @overload
-    def tool(self, fn: None = None, /, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+    def tool(
+        self, fn: None = None, /, **options: Any
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 
     def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """Register a function as a tool; usable as `@box.tool` or `@box.tool(effect="write", ...)`.
@@ -88,7 +92,9 @@ class Toolbox:
     def add(self, tool: Tool) -> Tool:
         """Add a prebuilt tool (for example one imported from an MCP server)."""
         if not isinstance(tool, Tool):
-            raise UserError(f"Toolbox.add takes a Tool, got {type(tool).__name__}; use add_tool for functions")
+            raise UserError(
+                f"Toolbox.add takes a Tool, got {type(tool).__name__}; use add_tool for functions"
+            )
         if tool.name in self._tools:
             raise DuplicateToolError(f"a tool named {tool.name!r} is already in this toolbox")
         alias = provider_name(tool.name)
