@@ -52,6 +52,8 @@ class McpCallContext:
     pending_input: dict[str, Any] | None = None
     """Set by `input_required`: the input requests to send back instead of a result."""
     pending_state: str | None = None
+    protocol_error: Exception | None = None
+    """Set by `reject`: answer the request with this JSON-RPC error instead of a tool result."""
 
     # -- results ----------------------------------------------------------------------------------
 
@@ -77,6 +79,12 @@ class McpCallContext:
         }
         self.pending_state = state
         return {"input_required": sorted(self.pending_input)}
+
+    def reject(self, error: Exception) -> dict[str, Any]:
+        """Answer with a JSON-RPC error (an `mcp.shared.exceptions.MCPError`), for MCP-level refusals
+        such as a missing client capability (-32021). Use: `return ctx.reject(MCPError(...))`."""
+        self.protocol_error = error
+        return {"rejected": type(error).__name__}
 
     def supports(self, capability: str) -> bool:
         """Whether the client declared `elicitation`, `sampling` or `roots` on this request."""

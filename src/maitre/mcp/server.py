@@ -66,10 +66,12 @@ from .tasks import (
     task_to_wire,
 )
 
-__all__ = ["APPROVAL_INPUT_KEY", "GovernedServer", "ServerOptions", "build_server"]
+__all__ = ["APPROVAL_INPUT_KEY", "TASK_REQUIRED_TAG", "GovernedServer", "ServerOptions", "build_server"]
 
 logger = logging.getLogger("maitre.mcp.server")
 
+TASK_REQUIRED_TAG = "task-required"
+"""Tag of a long-running tool that must not run synchronously (clients without tasks get -32021)."""
 APPROVAL_INPUT_KEY = "maitre_approval"
 """The `inputRequests` key of the approval elicitation."""
 _APPROVAL_SCHEMA = {
@@ -252,9 +254,18 @@ class GovernedServer:
                 state["approval"], params, principal, call_ctx
             )
         tool = self.app.toolbox.get(params.name)
-        if tool is not None and tool.long_running and call_ctx.modern and self._client_has_tasks(ctx):
-            return await self._start_task(call, principal, call_ctx, options)
+        if tool is not None and tool.long_running:
+            if call_ctx.modern and self._client_has_tasks(ctx):
+                return await self._start_task(call, principal, call_ctx, options)
+            if TASK_REQUIRED_TAG in tool.tags:
+                raise MCPError(
+                    code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    message=f"{tool.name} runs only as a task; declare the {TASKS_EXTENSION} extension",
+                    data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+                )
         result = await self._gate_call(call, principal, call_ctx, options)
+        if call_ctx.protocol_error is not None:
+            raise call_ctx.protocol_error
         if call_ctx.pending_input:
             return self._input_required(call_ctx.pending_input, {"tool": call_ctx.pending_state})
         if result.is_error and result.error is not None and result.error.code is ErrorCode.APPROVAL_REQUIRED:
@@ -451,12 +462,18 @@ class GovernedServer:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._watch_task, task_id, scope)
                     result = await self._gate_call(call, principal, call_ctx, options)
-                    wire = self.to_call_tool_result(result, call_ctx, self.app.toolbox.get(call.name))
-                    outcome = {
-                        "status": "completed",
-                        "status_message": "done",
-                        "result": wire.model_dump(by_alias=True, mode="json", exclude_none=True),
-                    }
+                    if isinstance(call_ctx.protocol_error, MCPError):
+                        error = call_ctx.protocol_error.error.model_dump(
+                            by_alias=True, mode="json", exclude_none=True
+                        )
+                        outcome = {"status": "failed", "status_message": error.get("message"), "error": error}
+                    else:
+                        wire = self.to_call_tool_result(result, call_ctx, self.app.toolbox.get(call.name))
+                        outcome = {
+                            "status": "completed",
+                            "status_message": "done",
+                            "result": wire.model_dump(by_alias=True, mode="json", exclude_none=True),
+                        }
                     tg.cancel_scope.cancel()
             except Exception as exc:  # a failure of the machinery, not of the tool (the gate never raises)
                 logger.exception("task %s failed", task_id)

@@ -58,7 +58,7 @@ def http_app(
     resource_url: str | None = None,
     issuer_url: str | None = None,
     required_scopes: list[str] | None = None,
-    json_response: bool = True,
+    json_response: bool = False,
     stateless_legacy: bool = False,
 ) -> Starlette:
     """The ASGI app serving `server` at `path`.
@@ -68,7 +68,8 @@ def http_app(
             principal comes from it.
         resource_url, issuer_url: publish OAuth protected-resource metadata (RFC 9728) naming
             this server and its authorization server.
-        json_response: answer plain JSON when nothing streams (SSE is still used for progress).
+        json_response: always answer plain JSON. The default (False) still answers JSON when a call
+            emits nothing, and switches to SSE only when it streams progress or logs.
         stateless_legacy: serve 2025-11-25 clients without sessions too (no server→client requests,
             so no inline elicitation); for fleets behind a load balancer.
     """

@@ -1,0 +1,223 @@
+"""`maitre serve` and `maitre mcp pin|check|scan`: the MCP commands (typer apps the root CLI mounts).
+
+`serve` loads `MODULE_OR_FILE:ATTR` - an `MCPApp`, a `Toolbox` (served as `MCPApp(box)`), or a
+zero-argument factory returning either - and serves it on stdio or Streamable HTTP. On stdio the
+process prints nothing but protocol on stdout (messages go to stderr). `mcp pin` writes the
+lockfile that `toolbox_from_mcp(lockfile=...)` enforces; `mcp check` shows drift against it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.console import Console
+
+from ..exceptions import UserError
+from ..types import Principal
+from .loader import load_object
+
+__all__ = ["mcp_app", "serve_app", "serve_command"]
+
+err = Console(stderr=True)
+out = Console()
+
+mcp_app = typer.Typer(
+    name="mcp",
+    help="Pin, check and scan other MCP servers' tools.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+serve_app = typer.Typer(
+    name="serve", help="Serve a toolbox over MCP, every call through the gate.", add_completion=False
+)
+
+
+def _load_app(spec: str) -> Any:
+    from ..mcp.app import MCPApp
+    from ..mcp.server import GovernedServer
+    from ..tools import Toolbox
+
+    value = load_object(spec)
+    if callable(value) and not isinstance(value, MCPApp | Toolbox | GovernedServer):
+        value = value()
+    if isinstance(value, Toolbox):
+        value = MCPApp(value, name=value.namespace or "maitre")
+    if not isinstance(value, MCPApp | GovernedServer):
+        raise UserError(
+            f"{spec} is a {type(value).__name__}; expected an MCPApp, a Toolbox or a GovernedServer"
+        )
+    return value
+
+
+def serve_command(
+    target: Annotated[str, typer.Argument(help="MODULE_OR_FILE:ATTR naming an MCPApp or a Toolbox")],
+    transport: Annotated[str, typer.Option(help="stdio or http")] = "stdio",
+    host: Annotated[str, typer.Option(help="HTTP bind address")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port")] = 8000,
+    path: Annotated[str, typer.Option(help="HTTP endpoint path")] = "/mcp",
+    user: Annotated[str, typer.Option(help="Principal for stdio / unauthenticated HTTP")] = "local",
+    tenant: Annotated[str, typer.Option(help="Tenant of that principal")] = "local",
+    scope: Annotated[list[str] | None, typer.Option(help="Scope of that principal (repeatable)")] = None,
+    role: Annotated[list[str] | None, typer.Option(help="Role of that principal (repeatable)")] = None,
+    jwt_issuer: Annotated[str | None, typer.Option(help="Require JWT bearer tokens from this issuer")] = None,
+    jwt_audience: Annotated[str | None, typer.Option(help="This server's audience for JWTs")] = None,
+    jwt_key_file: Annotated[
+        Path | None, typer.Option(help="Issuer public key (PEM) or HS256 secret file")
+    ] = None,
+    jwt_algorithm: Annotated[
+        list[str] | None, typer.Option(help="Accepted JWT algorithm (repeatable)")
+    ] = None,
+    resource_url: Annotated[
+        str | None, typer.Option(help="Public URL of this server (RFC 9728 metadata)")
+    ] = None,
+    task_db: Annotated[
+        Path | None, typer.Option(help="SQLite file for task state shared by processes")
+    ] = None,
+    stateless_legacy: Annotated[bool, typer.Option(help="No sessions for 2025-11-25 clients either")] = False,
+) -> None:
+    """Serve TARGET over MCP (2026-07-28 and 2025-11-25 on one endpoint)."""
+    from ..mcp.auth import JWTVerifier
+    from ..mcp.server import GovernedServer, ServerOptions
+    from ..mcp.tasks import SQLiteTaskStore
+    from ..mcp.transports import serve_http, serve_stdio
+
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        loaded = _load_app(target)
+    except UserError as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    if isinstance(loaded, GovernedServer):
+        server = loaded
+    else:
+        options = ServerOptions(
+            principal=Principal(
+                user=user, tenant=tenant, scopes=frozenset(scope or ()), roles=frozenset(role or ())
+            ),
+            task_store=SQLiteTaskStore(task_db) if task_db else None,
+        )
+        server = GovernedServer(loaded, options)
+    if transport == "stdio":
+        anyio.run(serve_stdio, server)
+        return
+    if transport != "http":
+        err.print(f"[red]--transport must be stdio or http, not {transport!r}[/red]")
+        raise typer.Exit(2)
+    verifier = None
+    if jwt_issuer:
+        if not jwt_audience or not jwt_key_file:
+            err.print("[red]--jwt-issuer needs --jwt-audience and --jwt-key-file[/red]")
+            raise typer.Exit(2)
+        key_text = jwt_key_file.read_text().strip()
+        algorithms = jwt_algorithm or (["HS256"] if "BEGIN" not in key_text else ["RS256", "ES256", "EdDSA"])
+        verifier = JWTVerifier(key=key_text, issuer=jwt_issuer, audience=jwt_audience, algorithms=algorithms)
+    err.print(f"serving {server.app.name} on http://{host}:{port}{path} (MCP 2026-07-28 + 2025-11-25)")
+
+    async def main() -> None:
+        await serve_http(
+            server,
+            host=host,
+            port=port,
+            path=path,
+            verifier=verifier,
+            resource_url=resource_url,
+            issuer_url=jwt_issuer,
+            stateless_legacy=stateless_legacy,
+        )
+
+    anyio.run(main)
+
+
+serve_app.command("serve")(serve_command)
+
+
+def _upstream(target: str, namespace: str, header: list[str] | None, **kw: Any) -> Any:
+    from ..mcp.client import McpUpstream
+
+    headers = {}
+    for item in header or ():
+        name, _, value = item.partition(":")
+        headers[name.strip()] = os.path.expandvars(value.strip())
+    return McpUpstream(target, namespace=namespace, headers=headers, **kw)
+
+
+@mcp_app.command("pin")
+def pin_command(
+    target: Annotated[str, typer.Argument(help="URL or command line of the MCP server")],
+    namespace: Annotated[str, typer.Option(help="Namespace (and lockfile key) of the server")],
+    lockfile: Annotated[Path, typer.Option(help="Lockfile to write")] = Path("maitre.mcp.lock.json"),
+    header: Annotated[
+        list[str] | None, typer.Option(help="'Name: value' for this server ($VARS expand)")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Pin even tools with high-severity scanner findings")] = False,
+) -> None:
+    """Pin every tool the server offers now (after scanning them)."""
+    from ..mcp.pinning import Lockfile
+    from ..mcp.scanner import scan_servers
+
+    async def main() -> int:
+        upstream = _upstream(target, namespace, header)
+        offered = await upstream.definitions()
+        findings = scan_servers({namespace: offered})
+        for finding in findings:
+            err.print(finding.render(), markup=False)
+        high = sorted({f.tool for f in findings if f.severity == "high"})
+        if high and not force:
+            err.print(
+                f"[red]not pinned: high-severity findings in {', '.join(high)} (review, then --force)[/red]"
+            )
+            return 1
+        lock = Lockfile.load(lockfile)
+        lock.pin(namespace, offered, source=target)
+        lock.save()
+        out.print(f"pinned {len(offered)} tool(s) of {namespace} in {lockfile}")
+        return 0
+
+    raise typer.Exit(anyio.run(main))
+
+
+@mcp_app.command("check")
+def check_command(
+    target: Annotated[str, typer.Argument(help="URL or command line of the MCP server")],
+    namespace: Annotated[str, typer.Option(help="Namespace (and lockfile key) of the server")],
+    lockfile: Annotated[Path, typer.Option(help="Lockfile to compare with")] = Path("maitre.mcp.lock.json"),
+    header: Annotated[list[str] | None, typer.Option(help="'Name: value' for this server")] = None,
+) -> None:
+    """Show drift between what the server offers and the lockfile (exit 1 on drift)."""
+    from ..mcp.pinning import Lockfile, check_drift
+
+    async def main() -> int:
+        offered = await _upstream(target, namespace, header).definitions()
+        report = check_drift(namespace, offered, Lockfile.load(lockfile))
+        out.print(report.render(), markup=False, highlight=False)
+        return 0 if report.clean else 1
+
+    raise typer.Exit(anyio.run(main))
+
+
+@mcp_app.command("scan")
+def scan_command(
+    target: Annotated[str, typer.Argument(help="URL or command line of the MCP server")],
+    namespace: Annotated[str, typer.Option(help="Namespace of the server")] = "upstream",
+    header: Annotated[list[str] | None, typer.Option(help="'Name: value' for this server")] = None,
+) -> None:
+    """Scan the server's tool definitions (exit 1 on a high-severity finding)."""
+    from ..mcp.scanner import scan_servers
+
+    async def main() -> int:
+        findings = scan_servers({namespace: await _upstream(target, namespace, header).definitions()})
+        for finding in findings:
+            out.print(finding.render(), markup=False, highlight=False)
+        if not findings:
+            out.print("no findings")
+        return 1 if any(f.severity == "high" for f in findings) else 0
+
+    raise typer.Exit(anyio.run(main))
