@@ -4,6 +4,8 @@
 share one implementation; see `maitre.memory.store` for why.
 """
 
+from .aio import AsyncMemoryStore
+from .extract import AsyncExtractor, Extractor, Message, ModelExtractor, RuleExtractor
 from .model import (
     DEFAULT_MULTI_VALUED,
     DEFAULT_PROFILE_KEYS,
@@ -24,14 +26,20 @@ from .store import MemoryStore
 __all__ = [
     "DEFAULT_MULTI_VALUED",
     "DEFAULT_PROFILE_KEYS",
+    "AsyncExtractor",
+    "AsyncMemoryStore",
     "Candidate",
     "DeleteReport",
+    "Extractor",
     "Fact",
     "Hit",
     "MemoryPolicy",
     "MemoryStore",
+    "Message",
+    "ModelExtractor",
     "Origin",
     "Profile",
+    "RuleExtractor",
     "Status",
     "Summary",
     "WriteAction",

@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_PROFILE_KEYS",
     "DEFAULT_TENANT",
     "Candidate",
+    "KEY_HINTS",
     "DeleteReport",
     "Fact",
     "Hit",
@@ -304,9 +305,35 @@ def normalise_value(value: str) -> str:
     return _SPACES.sub(" ", text).strip().strip(".!,;").strip()
 
 
+#: A few words of what common keys mean, added to the indexed text so that "where do I live" or
+#: "which company do I work for" find `city` and `employer` by word as well as by meaning.
+KEY_HINTS: dict[str, str] = {
+    "city": "where I live, home",
+    "hometown": "where I grew up",
+    "diet": "what I eat",
+    "allergy": "allergic to",
+    "employer": "company I work for",
+    "occupation": "job, work",
+    "language": "languages I speak",
+    "pet": "my pet",
+    "preferred_name": "what to call me",
+    "timezone": "time zone",
+    "partner": "family",
+    "spouse": "family, married to",
+    "wife": "family, married to",
+    "husband": "family, married to",
+    "birthday": "date of birth",
+}
+
+
 def fact_text(key: str, value: str) -> str:
-    """The text that is embedded and full-text indexed for a fact: `"favourite colour: blue"`."""
-    return f"{key.replace('_', ' ')}: {value}"
+    """The text that is embedded and full-text indexed for a fact: `"favourite colour: blue"`.
+
+    Keys in `KEY_HINTS` get their hint in brackets: `"city (where I live, home): Bengaluru"`.
+    """
+    words = key.replace("_", " ")
+    hint = KEY_HINTS.get(key)
+    return f"{words} ({hint}): {value}" if hint else f"{words}: {value}"
 
 
 def tombstone_digest(secret: bytes, tenant: str, user: str, key: str, value_norm: str) -> str:
@@ -353,7 +380,7 @@ def from_micros(micros: int) -> datetime:
 
 _SECRET_KEY = re.compile(
     r"(^|_)(password|passwd|passcode|pin|otp|cvv|cvc|ssn|secret|api_key|apikey|token|private_key|"
-    r"card_number|credit_card|iban|account_number)(_|$)"
+    r"card_number|credit_card|iban|account_number|(?<!zip_)(?<!postal_)(?<!area_)(?<!country_)code)(_|$)"
 )
 _SECRET_VALUE = [
     re.compile(r"\b(?:sk|pk|rk)[-_][A-Za-z0-9_-]{16,}"),

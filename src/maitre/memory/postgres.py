@@ -12,8 +12,9 @@
   (no HNSW index: retrieval is filtered to one user, and pgvector 0.6's HNSW returns its `ef_search`
   nearest rows *before* the user filter, which loses recall; an exact scan of one user's 10^4 rows is
   fast). Without pgvector `emb` is a BYTEA of float32 and the store ranks it with numpy.
-- *Deletion*: rows are deleted in the store's transaction; afterwards `VACUUM` removes the dead
-  tuples and their index entries so no query, index scan or `pageinspect` of live data returns them.
+- *Deletion*: rows are deleted in the store's transaction; afterwards `VACUUM (ANALYZE)` removes the
+  dead tuples and their index entries, and re-samples the planner statistics (`pg_stats` keeps sample
+  values of columns, which would otherwise still hold a deleted value).
   PostgreSQL does not zero the freed bytes inside data pages, and its WAL and backups keep history:
   physical erasure on Postgres needs storage encryption and WAL/backup retention limits (operator
   measures). SQLite, with `secure_delete`, does erase the bytes.
@@ -229,7 +230,7 @@ class PostgresBackend:
             return
         conn = self._conn()
         for table in ("memory_facts", "memory_index", "memory_summaries", "memory_summary_sources"):
-            conn.execute(f'VACUUM "{self.schema}".{table}')  # type: ignore[arg-type]
+            conn.execute(f'VACUUM (ANALYZE) "{self.schema}".{table}')  # type: ignore[arg-type]
 
     def drop_schema(self) -> None:
         """Drop the whole schema (tests, teardown)."""

@@ -6,11 +6,12 @@
 - *Write transactions* use `BEGIN IMMEDIATE`: the database write lock is taken up front, so two
   processes resolving conflicts on the same slot serialise instead of failing with SQLITE_BUSY at
   commit. `busy_timeout` waits for the lock.
-- *Full text*: a contentless FTS5 table (`content=''`), so it keeps no copy of the text; rows are
-  removed with the FTS5 `delete` command, which needs the original text (the store passes it).
-  The `scope` column holds a token derived from (tenant, user) so a query only walks that user's
-  postings; the result is still joined with `memory_facts` on tenant and user, so a token collision
-  could never leak another user's fact.
+- *Full text*: an FTS5 table keyed by the fact's rowid. The `scope` column holds a token derived from
+  (tenant, user) so a query only walks that user's postings; the result is still joined with
+  `memory_facts` on tenant and user, so a token collision could never leak another user's fact.
+  (It keeps its own copy of the indexed text rather than being contentless: a contentless table can
+  only be cleaned with the exact original text, and a later change of `fact_text` would then leave
+  stale tokens behind.)
 - *Deletion leaves no bytes behind*: `secure_delete=ON` zeroes freed cells and pages; FTS5 keeps the
   tokens of deleted rows in older index segments until they are merged, so a deletion runs the FTS5
   `optimize` command inside its transaction; afterwards a `wal_checkpoint(TRUNCATE)` moves the pages
@@ -111,7 +112,7 @@ class SQLiteBackend:
             db.execute("CREATE INDEX IF NOT EXISTS memory_vectors_user ON memory_vectors (tenant, user_id)")
             db.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
-                "scope, body, content='', tokenize='porter unicode61')"
+                "scope, body, tokenize='porter unicode61')"
             )
 
     @contextmanager
@@ -146,10 +147,7 @@ class SQLiteBackend:
         )
 
     def unindex(self, db: _Db, rows: Sequence[tuple[int, str, str, str]]) -> None:
-        db.executemany(
-            "INSERT INTO memory_fts (memory_fts, rowid, scope, body) VALUES ('delete', ?, ?, ?)",
-            [(seq, scope_token(t, u), text) for seq, t, u, text in rows],
-        )
+        db.executemany("DELETE FROM memory_fts WHERE rowid = ?", [(seq,) for seq, *_ in rows])
         db.executemany("DELETE FROM memory_vectors WHERE seq = ?", [(seq,) for seq, *_ in rows])
 
     def lexical(self, db: _Db, tenant: str, user: str, terms: list[str], limit: int) -> list[int]:

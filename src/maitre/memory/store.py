@@ -24,6 +24,7 @@ Times are stored as integer microseconds since the epoch in both backends (porta
 
 from __future__ import annotations
 
+import inspect
 import logging
 import secrets
 import threading
@@ -40,6 +41,7 @@ from ..exceptions import UserError
 from ..tokens import count_tokens
 from . import rules
 from .backend import Backend, Db
+from .extract import Extractor, Message, RuleExtractor
 from .model import (
     DEFAULT_TENANT,
     Candidate,
@@ -317,6 +319,49 @@ class MemoryStore:
         if not self.backend.native_vectors:
             self._cache.apply(scope_token(tenant, user), new_version - 1, new_version, added, removed)
         return outcomes
+
+    def check(self, user: str, candidate: Candidate, *, tenant: str = DEFAULT_TENANT) -> str | None:
+        """Why the store would refuse this candidate (a secret, a bad key, ...), or None if it is acceptable."""
+        try:
+            self._prepare(user, tenant, candidate, self._clock())
+        except UserError as exc:
+            return str(exc)
+        return None
+
+    def remember(
+        self,
+        user: str,
+        messages: Sequence[Message],
+        *,
+        extractor: Extractor | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> list[WriteOutcome]:
+        """The application-driven write step: extract candidates from messages and write them.
+
+        Candidates the store refuses (secrets, invalid keys) are skipped and logged, not raised;
+        forgotten facts come back as BLOCKED outcomes. Uses `RuleExtractor` unless told otherwise;
+        for an async (model) extractor use `AsyncMemoryStore.remember`.
+        """
+        found = (extractor or RuleExtractor()).extract(messages)
+        if inspect.isawaitable(found):
+            close = getattr(found, "close", None)
+            if close is not None:
+                close()
+            raise UserError("This extractor is async; call AsyncMemoryStore.remember() instead.")
+        return self.write_candidates(user, found, tenant=tenant)
+
+    def write_candidates(
+        self, user: str, candidates: Sequence[Candidate], *, tenant: str = DEFAULT_TENANT
+    ) -> list[WriteOutcome]:
+        """Write extracted candidates in one batch, skipping (and logging) the ones the store refuses."""
+        accepted = []
+        for c in candidates:
+            reason = self.check(user, c, tenant=tenant)
+            if reason is None:
+                accepted.append(c)
+            else:
+                log.info("memory: skipped an extracted candidate for key %r: %s", c.key, reason)
+        return self.apply_many(user, accepted, tenant=tenant)
 
     def _prepare(self, user: str, tenant: str, c: Candidate, now: datetime) -> tuple[Fact, str, bool]:
         if not user or not tenant:
