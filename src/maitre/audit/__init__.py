@@ -21,11 +21,11 @@ from maitre.audit.chain import (
 )
 
 __all__ = [
+    "AuditEntry",
+    "ChainVerifier",
     "DEFAULT_REDACT_KEYS",
     "GENESIS_HASH",
     "REDACTED",
-    "AuditEntry",
-    "ChainVerifier",
     "VerifyReport",
     "canonical_bytes",
     "canonical_json",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from maitre.audit.canonical import canonical_bytes
@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from maitre.stores.base import AuditStore
 
 __all__ = [
-    "GENESIS_HASH",
     "AuditEntry",
     "ChainVerifier",
+    "GENESIS_HASH",
     "VerifyReport",
     "entry_hash",
     "iter_store",
@@ -96,24 +96,32 @@ class AuditEntry:
 _HASHED_FIELDS = tuple(f.name for f in fields(AuditEntry) if f.name != "hash")
 
 
+def _payload(entry: AuditEntry, **overrides: Any) -> dict[str, Any]:
+    payload = {name: getattr(entry, name) for name in _HASHED_FIELDS}
+    payload.update(overrides)
+    return payload
+
+
 def entry_hash(entry: AuditEntry) -> str:
     """The hash an entry must carry: sha256 over the canonical JSON of all its fields but `hash`."""
-    payload = {name: getattr(entry, name) for name in _HASHED_FIELDS}
-    return hashlib.sha256(canonical_bytes(payload)).hexdigest()
+    return hashlib.sha256(canonical_bytes(_payload(entry))).hexdigest()
 
 
 def seal(entry: AuditEntry, *, seq: int, prev_hash: str) -> AuditEntry:
-    """A copy of `entry` placed at `seq` after `prev_hash`, with its hash computed."""
-    placed = replace(
+    """A copy of `entry` placed at `seq` after `prev_hash`, with its hash computed.
+
+    Numbers are normalised first (`at` and `duration_ms` to float, `replayed` to bool) so the entry
+    hashes the same before and after a round trip through any backend.
+    """
+    payload = _payload(
         entry,
         seq=seq,
         prev_hash=prev_hash,
-        hash="",
         at=float(entry.at),
         duration_ms=float(entry.duration_ms),
         replayed=bool(entry.replayed),
     )
-    return replace(placed, hash=entry_hash(placed))
+    return AuditEntry(**payload, hash=hashlib.sha256(canonical_bytes(payload)).hexdigest())
 
 
 @dataclass(kw_only=True, frozen=True)

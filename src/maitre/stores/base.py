@@ -12,7 +12,8 @@ stages rely on are stated here, once, and every backend must keep them across pr
 - `RateLimiter.acquire` spends tokens atomically.
 
 Time is passed in (`now=`, unix seconds) so tests and replays are deterministic; `None` means
-`time.time()`. Errors (developer misuse or a store in a bad state, never something a model sent):
+`time.time()`. Errors (developer misuse or a store in a bad state, never something a model sent),
+under `maitre.exceptions.StoreError` (re-exported here):
 
     StoreError
      ├── AlreadyExistsError      create()/put() with an id that is taken
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from maitre.audit.chain import AuditEntry
+from maitre.exceptions import StoreError
 
 __all__ = [
     "AlreadyExistsError",
@@ -63,10 +65,6 @@ ApprovalStatus = Literal["pending", "approved", "denied", "used", "expired"]
 """`expired` is never stored: a pending or approved request past `expires_at` reads as expired."""
 
 IdempotencyState = Literal["in_flight", "completed", "uncertain"]
-
-
-class StoreError(Exception):
-    """Base class of the errors raised by stores."""
 
 
 class AlreadyExistsError(StoreError):

@@ -73,7 +73,6 @@ except ImportError as _import_error:  # pragma: no cover - exercised only withou
     ) from _import_error
 
 __all__ = [
-    "SCHEMA_VERSION",
     "PostgresApprovalStore",
     "PostgresAuditStore",
     "PostgresDatabase",
@@ -82,6 +81,7 @@ __all__ = [
     "PostgresRateLimiter",
     "PostgresRunStore",
     "PostgresStores",
+    "SCHEMA_VERSION",
 ]
 
 SCHEMA_VERSION = 1
@@ -450,11 +450,15 @@ class PostgresAuditStore:
         self._insert = db.q(
             f"INSERT INTO {{s}}.audit ({cols}) VALUES ({', '.join(['%s'] * len(AUDIT_COLUMNS))})"
         )
+        self._lock = db.q("LOCK TABLE {s}.audit IN EXCLUSIVE MODE")
+        self._head = db.q("SELECT seq, hash FROM {s}.audit ORDER BY seq DESC LIMIT 1")
 
     async def append(self, entry: AuditEntry) -> AuditEntry:
-        async with self._db.connection() as conn, conn.transaction():
-            await conn.execute(self._db.q("LOCK TABLE {s}.audit IN EXCLUSIVE MODE"))
-            head = await _fetchone(conn, self._db.q("SELECT seq, hash FROM {s}.audit ORDER BY seq DESC LIMIT 1"))
+        # Pipeline mode: BEGIN, LOCK and the head read travel together, then INSERT and COMMIT do:
+        # two round trips instead of five.
+        async with self._db.connection() as conn, conn.pipeline(), conn.transaction():
+            await conn.execute(self._lock)
+            head = await _fetchone(conn, self._head)
             seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS_HASH)
             sealed = seal(entry, seq=seq, prev_hash=prev)
             await conn.execute(self._insert, audit_to_row(sealed))
