@@ -17,7 +17,15 @@ from typing import Any
 
 from .types import Principal
 
-__all__ = ["RunContext", "new_run_id"]
+__all__ = ["IdempotencyKey", "RunContext", "new_run_id"]
+
+
+class IdempotencyKey(str):
+    """The key the runtime minted for this write call (seed 003: never written by the model).
+
+    A write tool that declares a parameter annotated `IdempotencyKey` receives it, to pass on to a
+    downstream API that deduplicates (a payment provider, an order service).
+    """
 
 
 def new_run_id() -> str:

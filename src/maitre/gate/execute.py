@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from ..context import RunContext
+from ..context import IdempotencyKey, RunContext
 from ..tools import Tool
 from ..types import Effect, ErrorCode, Principal, ToolError
 from .base import CallContext
@@ -32,6 +32,8 @@ logger = logging.getLogger("maitre.gate")
 async def execute(ctx: CallContext) -> ToolError | None:
     tool = ctx.tool
     assert tool is not None
+    if ctx.replayed:
+        return None  # the idempotency stage found a completed key: nothing runs twice
     limits = ctx.gate.limits
     attempts = 1 + tool.retries
     for attempt in range(1, attempts + 1):
@@ -54,7 +56,7 @@ async def execute(ctx: CallContext) -> ToolError | None:
 async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
     try:
         with anyio.fail_after(tool.timeout):
-            ctx.output = await invoke_tool(tool, ctx.validated, ctx.principal, ctx.run)
+            ctx.output = await invoke_tool(tool, ctx.validated, ctx.principal, ctx.run, ctx.idempotency_key)
         return None
     except TimeoutError:
         return ToolError(
@@ -86,7 +88,9 @@ async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
         )
 
 
-async def invoke_tool(tool: Tool, validated: Any, principal: Principal, run: RunContext) -> Any:
+async def invoke_tool(
+    tool: Tool, validated: Any, principal: Principal, run: RunContext, key: str | None = None
+) -> Any:
     """Call the tool's function with validated arguments and injected context."""
     if tool.fn is None:
         assert tool.handler is not None
@@ -97,6 +101,8 @@ async def invoke_tool(tool: Tool, validated: Any, principal: Principal, run: Run
             kwargs[name] = principal
         elif issubclass(kind, RunContext):
             kwargs[name] = run
+        elif issubclass(kind, IdempotencyKey):
+            kwargs[name] = IdempotencyKey(key) if key else None
     if tool.is_async:
         return await tool.fn(**kwargs)
     return await anyio.to_thread.run_sync(functools.partial(tool.fn, **kwargs), abandon_on_cancel=True)

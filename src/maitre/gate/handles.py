@@ -6,7 +6,6 @@ same answer as for a handle that never existed.
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -14,37 +13,7 @@ from pydantic import Field
 from ..tools import Tool, Toolbox
 from ..types import ErrorCode, Principal, ToolError
 
-__all__ = ["InMemoryHandles", "builtin_toolbox"]
-
-
-class InMemoryHandles:
-    """Process-local handle storage (the durable stores replace it)."""
-
-    def __init__(self, max_entries: int = 10_000) -> None:
-        self._data: dict[str, tuple[str, str, list[str], dict[str, Any], float]] = {}
-        self._max = max_entries
-
-    async def put(
-        self,
-        handle: str,
-        *,
-        tenant: str,
-        user: str,
-        pages: list[str],
-        meta: dict[str, Any],
-        now: float,
-        ttl_s: float,
-    ) -> None:
-        if len(self._data) >= self._max:
-            oldest = min(self._data, key=lambda h: self._data[h][4])
-            del self._data[oldest]
-        self._data[handle] = (tenant, user, pages, meta, now + ttl_s)
-
-    async def get(self, handle: str, *, tenant: str) -> tuple[list[str], dict[str, Any]] | None:
-        entry = self._data.get(handle)
-        if entry is None or entry[0] != tenant or entry[4] < time.time():
-            return None
-        return entry[2], entry[3]
+__all__ = ["builtin_toolbox"]
 
 
 def builtin_toolbox(handles: Any) -> Toolbox:

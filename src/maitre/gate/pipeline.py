@@ -19,18 +19,25 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry import trace
 
 from ..context import RunContext
+from ..policy import DefaultPolicy, Policy
+from ..stores import MemoryStores, Stores
 from ..tools import Tool, Toolbox
 from ..types import ErrorCode, Principal, ToolCall, ToolError, ToolResult, Trust
+from .approval import ApprovalService, approval
+from .authorize import authorize
 from .base import CallContext, GateLimits, Stage
+from .budget import Budgets, budget
 from .decode import decode
 from .execute import execute
-from .handles import InMemoryHandles, builtin_toolbox
+from .handles import builtin_toolbox
+from .idempotency import idempotency
 from .loop_guard import loop_guard, note_outcome
+from .record import AuditRecorder
 from .resolve import resolve
 from .shape import shape_error, shape_output
 from .validate import check_invalid_budget, count_invalid, validate
@@ -40,8 +47,19 @@ __all__ = ["DEFAULT_STAGES", "Gate", "Recorder"]
 logger = logging.getLogger("maitre.gate")
 _tracer = trace.get_tracer("maitre.gate")
 
-DEFAULT_STAGES: tuple[Stage, ...] = (resolve, decode, check_invalid_budget, loop_guard, validate, execute)
-"""The correctness core. Governance stages are inserted before `execute`."""
+DEFAULT_STAGES: tuple[Stage, ...] = (
+    resolve,
+    decode,
+    check_invalid_budget,
+    loop_guard,
+    validate,
+    authorize,
+    budget,
+    approval,
+    idempotency,
+    execute,
+)
+"""Every stage in order. A stage with a `settle(ctx, result)` attribute is called back after shaping."""
 
 Recorder = Callable[[CallContext, ToolResult], Awaitable[None]]
 """**Protocol:** `async recorder(ctx, result)` - runs after every call (audit, metrics)."""
@@ -54,28 +72,47 @@ class Gate:
 
     Args:
         toolbox: the tools the gate may run.
+        policy: decides allow / deny / needs approval (default: seed 003's risk matrix).
+        stores: approvals, idempotency, audit, handles, rate limits (`maitre.stores.open_stores`);
+            in-process by default. With durable stores, every call is audited.
+        budgets: per-run, per-tool, per-class limits and rate limits.
         limits: guard rails (argument size, invalid-call budget, loop limits, backoff).
-        handles: where cut results are kept (in-process unless a store is given).
+        audit: record every call in `stores.audit` (default: when `stores` is given).
+        audit_arguments: "digest" (default) or "redacted" arguments in the audit log.
+        approval_ttl_s: how long an approval request stays decidable and usable.
         stages: the ordered stages; defaults to `DEFAULT_STAGES`.
-        recorders: callables run after every call with the context and the result.
+        recorders: extra callables run after every call with the context and the result.
     """
 
     def __init__(
         self,
         toolbox: Toolbox,
         *,
+        policy: Policy | None = None,
+        stores: Stores | None = None,
+        budgets: Budgets | None = None,
         limits: GateLimits | None = None,
-        handles: Any = None,
+        audit: bool | None = None,
+        audit_arguments: Literal["digest", "redacted"] = "digest",
+        approval_ttl_s: float = 24 * 3600.0,
         stages: Sequence[Stage] | None = None,
         recorders: Sequence[Recorder] = (),
     ) -> None:
         self.toolbox = toolbox
+        self.policy: Policy = policy if policy is not None else DefaultPolicy()
+        self.stores: Stores = stores if stores is not None else MemoryStores()
+        self.budgets = budgets or Budgets()
         self.limits = limits or GateLimits()
-        self.handles = handles if handles is not None else InMemoryHandles()
+        self.approval_ttl_s = approval_ttl_s
+        self.approvals = ApprovalService(self)
+        self.handles = self.stores.handles
         self.builtins = builtin_toolbox(self.handles)
         self.builtin_names = frozenset(self.builtins.names())
         self.stages: list[Stage] = list(stages) if stages is not None else list(DEFAULT_STAGES)
         self.recorders: list[Recorder] = list(recorders)
+        if audit if audit is not None else stores is not None:
+            self.recorders.insert(0, AuditRecorder(self.stores.audit, arguments=audit_arguments))
+        self._settlers = [s.settle for s in self.stages if hasattr(s, "settle")]  # type: ignore[attr-defined]
         self._runs: OrderedDict[str, RunContext] = OrderedDict()
 
     # -- lookups used by stages ------------------------------------------------------------------
@@ -167,6 +204,8 @@ class Gate:
                 ctx.error = error
                 result = shape_error(ctx, error)
             assert result is not None
+            for settle in self._settlers:
+                await settle(ctx, result)
             if ctx.executed and ctx.tool is not None and ctx.tool.trust is Trust.UNTRUSTED:
                 run.tainted = True
             if span.is_recording():

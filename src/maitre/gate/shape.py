@@ -54,6 +54,20 @@ async def shape_output(ctx: CallContext) -> ToolResult | ToolError:
     """Build the successful result, or return the ToolError that shaping ran into."""
     tool = ctx.tool
     assert tool is not None
+    if ctx.replayed:
+        stored = ctx.extra["replay"]
+        return ToolResult(
+            call_id=ctx.call.id,
+            name=str(ctx.call.name),
+            is_error=False,
+            content=stored["content"],
+            structured=stored.get("structured"),
+            trust=tool.trust,
+            provenance=_provenance(ctx),
+            replayed=True,
+            handle=stored.get("handle"),
+            usage={"duration_ms": _elapsed_ms(ctx), "attempts": 0},
+        )
     value = ctx.output
     if tool._output_adapter is not None:
         try:

@@ -1,0 +1,243 @@
+"""Stage 7, approval: a human decision bound to the exact arguments.
+
+When the policy says "needs approval", the gate persists an `ApprovalRequest` bound to
+sha256(tool, canonical arguments, principal, run), with an expiry, and answers APPROVAL_REQUIRED.
+The call executes only when it comes back with the approval's id *and* its hash matches what was
+approved; the approval is consumed atomically, so it works once. Arguments an approver edited get
+a new hash, are validated again, and are what executes. A denial's message goes back to the model.
+
+The LangGraph failure mode (a resumed node re-asks the model, which emits different arguments,
+and the approval is consumed by position) cannot happen here: different arguments are a different
+hash, and a different hash is a new approval request.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..exceptions import UserError
+from ..jsonutil import canonical_json, sha256_hex
+from ..stores import ApprovalRequest, ApprovalStateError
+from ..types import ErrorCode, Principal, ToolError
+from .authorize import validated_arguments
+from .base import CallContext
+from .teaching import invalid_arguments, problems_from_pydantic
+
+__all__ = ["ApprovalService", "approval", "call_hash"]
+
+
+def call_hash(tool: str, arguments: dict[str, Any], principal: Principal, run_id: str | None) -> str:
+    """The hash an approval is bound to."""
+    return sha256_hex(
+        canonical_json(
+            {
+                "tool": tool,
+                "arguments": arguments,
+                "user": principal.user,
+                "tenant": principal.tenant,
+                "run": run_id,
+            }
+        )
+    )
+
+
+async def approval(ctx: CallContext) -> ToolError | None:
+    tool = ctx.tool
+    assert tool is not None
+    approval_id = ctx.extra.get("approval_id")
+    if ctx.decision != "approval_required":
+        return None  # policy allowed it; an approval id, if any, is left unused
+    arguments = validated_arguments(ctx)
+    hashed = call_hash(tool.name, arguments, ctx.principal, ctx.run.run_id)
+    ctx.extra["call_hash"] = hashed
+    store = ctx.gate.stores.approvals
+    now = time.time()
+    if not approval_id:
+        return await _request(ctx, hashed, arguments, now)
+    request = await store.get(approval_id, now=now)
+    if request is None or request.tenant != ctx.principal.tenant or request.tool != tool.name:
+        ctx.decision = "approval_invalid"
+        return ToolError(
+            ErrorCode.INVALID_STATE,
+            "That approval does not exist for this call. Call the tool again without an approval id to "
+            "ask for a new approval.",
+        )
+    ctx.approval_id = request.id
+    if request.call_hash != hashed:
+        ctx.decision = "approval_mismatch"
+        return await _request(
+            ctx, hashed, arguments, now, note="the earlier approval covers different arguments"
+        )
+    if request.status == "pending":
+        return _required(ctx, request, "It is still waiting for a human decision.")
+    if request.status == "denied":
+        ctx.decision = "approval_denied"
+        message = request.message or "no reason given"
+        return ToolError(
+            ErrorCode.APPROVAL_DENIED,
+            f"A human denied this call to {tool.name}: {message}. Do not retry it; adjust your plan or ask "
+            "the user.",
+            details={"approval_id": request.id, "approver": request.approver},
+        )
+    if request.status in ("expired", "used"):
+        ctx.decision = f"approval_{request.status}"
+        return ToolError(
+            ErrorCode.INVALID_STATE,
+            f"The approval {request.id} is {request.status}; it cannot be used again. Call the tool again "
+            "without an approval id to ask for a new approval.",
+            details={"approval_id": request.id, "status": request.status},
+        )
+    # approved: execute exactly what was approved (the edited arguments, if any)
+    execute_hash = hashed
+    if request.edited_arguments is not None:
+        try:
+            ctx.validated = (
+                tool.input_model.model_validate(request.edited_arguments)
+                if tool.input_model
+                else request.edited_arguments
+            )
+        except ValidationError as exc:  # pragma: no cover - edits are validated when approved
+            return invalid_arguments(tool, request.edited_arguments, problems_from_pydantic(exc))
+        ctx.extra.pop("validated_json", None)
+        execute_hash = call_hash(tool.name, validated_arguments(ctx), ctx.principal, ctx.run.run_id)
+    if not await store.consume(request.id, call_hash=execute_hash, now=time.time()):
+        ctx.decision = "approval_refused"
+        return ToolError(
+            ErrorCode.INVALID_STATE,
+            f"The approval {request.id} cannot be used for this call (already used, expired or for other "
+            "arguments). Call the tool again without an approval id to ask for a new approval.",
+            details={"approval_id": request.id},
+        )
+    ctx.decision = "approved"
+    ctx.extra["call_hash"] = execute_hash
+    return None
+
+
+async def _request(
+    ctx: CallContext, hashed: str, arguments: dict[str, Any], now: float, note: str | None = None
+) -> ToolError:
+    tool = ctx.tool
+    assert tool is not None
+    policy = ctx.extra.get("policy")
+    reason = policy.reason if policy is not None else "policy requires approval"
+    request = ApprovalRequest(
+        id="apr_" + secrets.token_urlsafe(16),
+        tool=tool.name,
+        arguments=arguments,
+        call_hash=hashed,
+        user=ctx.principal.user,
+        tenant=ctx.principal.tenant,
+        run_id=ctx.run.run_id,
+        reason=reason + (f" ({note})" if note else ""),
+        created_at=now,
+        expires_at=now + ctx.gate.approval_ttl_s,
+    )
+    await ctx.gate.stores.approvals.create(request)
+    ctx.approval_id = request.id
+    if ctx.decision not in ("approval_mismatch",):
+        ctx.decision = "approval_required"
+    return _required(ctx, request, "A human has been asked to approve it.")
+
+
+def _required(ctx: CallContext, request: ApprovalRequest, status: str) -> ToolError:
+    return ToolError(
+        ErrorCode.APPROVAL_REQUIRED,
+        f"{request.tool} needs a human approval before it runs ({request.reason}). {status} Do not call it "
+        "again with other arguments to get around this; wait for the decision.",
+        details={
+            "approval_id": request.id,
+            "call_hash": request.call_hash,
+            "expires_at": request.expires_at,
+            "tool": request.tool,
+            "arguments": request.arguments,
+        },
+    )
+
+
+class ApprovalService:
+    """Decide approval requests: `gate.approvals.approve(...)` / `.deny(...)` / `.list()`."""
+
+    def __init__(self, gate: Any) -> None:
+        self._gate = gate
+
+    @property
+    def _store(self) -> Any:
+        return self._gate.stores.approvals
+
+    async def list(
+        self, *, status: str | None = "pending", tenant: str | None = None
+    ) -> list[ApprovalRequest]:
+        return await self._store.list(status=status, tenant=tenant, now=time.time())
+
+    async def get(self, approval_id: str) -> ApprovalRequest | None:
+        return await self._store.get(approval_id, now=time.time())
+
+    async def approve(
+        self,
+        approval_id: str,
+        approver: Principal | str,
+        edited_args: dict[str, Any] | None = None,
+        *,
+        note: str | None = None,
+    ) -> ApprovalRequest:
+        """Approve a pending request, optionally with edited arguments (validated, newly hashed).
+
+        Raises `UserError` when the approver may not decide it (self-approval, another tenant, a
+        missing role) or the edited arguments are invalid, and `ApprovalStateError` when the
+        request is not pending any more.
+        """
+        request = await self._decidable(approval_id, approver)
+        approved_hash = None
+        if edited_args is not None:
+            tool = self._gate.find_tool(request.tool)
+            if tool is None:
+                raise UserError(
+                    f"the tool {request.tool!r} is not in this gate's toolbox; cannot validate edits"
+                )
+            if tool.input_model is not None:
+                try:
+                    validated = tool.input_model.model_validate(edited_args)
+                except ValidationError as exc:
+                    raise UserError(
+                        invalid_arguments(tool, edited_args, problems_from_pydantic(exc)).message
+                    ) from exc
+                edited_args = validated.model_dump(mode="json")
+            principal = Principal(user=request.user, tenant=request.tenant)
+            approved_hash = call_hash(request.tool, edited_args, principal, request.run_id)
+        return await self._store.decide(
+            approval_id,
+            approve=True,
+            approver=_name(approver),
+            message=note,
+            edited_arguments=edited_args,
+            approved_hash=approved_hash,
+            now=time.time(),
+        )
+
+    async def deny(self, approval_id: str, approver: Principal | str, message: str) -> ApprovalRequest:
+        """Deny a pending request; `message` is what the model will read."""
+        await self._decidable(approval_id, approver)
+        return await self._store.decide(
+            approval_id, approve=False, approver=_name(approver), message=message, now=time.time()
+        )
+
+    async def _decidable(self, approval_id: str, approver: Principal | str) -> ApprovalRequest:
+        request = await self._store.get(approval_id, now=time.time())
+        if request is None:
+            raise ApprovalStateError(
+                f"no approval request {approval_id}", approval_id=approval_id, status=None
+            )
+        check = getattr(self._gate.policy, "may_approve", None)
+        if check is not None:
+            why = check(approver, request.user, request.tenant)
+            if why:
+                raise UserError(f"{_name(approver)} cannot decide {approval_id}: {why}")
+        return request
+
+
+def _name(approver: Principal | str) -> str:
+    return approver.user if isinstance(approver, Principal) else str(approver)

@@ -1,0 +1,61 @@
+"""Stage 5, authorize: ownership first, then the policy (allow / deny / needs approval).
+
+A cross-tenant or foreign resource is PERMISSION_DENIED, fast, with one fixed message: no hint of
+whether the resource exists, who owns it, or which rule fired (those go to the audit log only).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from ..jsonutil import to_jsonable
+from ..policy import Action, PolicyRequest, decide
+from ..types import ErrorCode, ToolError
+from .base import CallContext
+
+__all__ = ["DENIED_MESSAGE", "authorize", "validated_arguments"]
+
+DENIED_MESSAGE = "Permission denied for this call. Do not retry it; tell the user you cannot do this."
+
+
+def validated_arguments(ctx: CallContext) -> dict:
+    """The validated arguments as JSON-ready data (what policies, hashes and approvers see)."""
+    cached = ctx.extra.get("validated_json")
+    if cached is None:
+        validated = ctx.validated
+        if hasattr(validated, "model_dump"):
+            cached = validated.model_dump(mode="json")
+        else:
+            cached = to_jsonable(validated or {})
+        ctx.extra["validated_json"] = cached
+    return cached
+
+
+def _denied(ctx: CallContext, rule: str) -> ToolError:
+    ctx.decision = "deny"
+    ctx.extra["detail"] = rule
+    return ToolError(ErrorCode.PERMISSION_DENIED, DENIED_MESSAGE)
+
+
+async def authorize(ctx: CallContext) -> ToolError | None:
+    tool = ctx.tool
+    assert tool is not None
+    arguments = validated_arguments(ctx)
+    if tool.owner is not None:
+        try:
+            owned = tool.owner(ctx.principal, arguments)
+            if inspect.isawaitable(owned):
+                owned = await owned
+        except Exception:
+            owned = False
+        if owned is not True:
+            return _denied(ctx, "ownership")
+    decision = await decide(
+        ctx.gate.policy, PolicyRequest(tool=tool, arguments=arguments, principal=ctx.principal, run=ctx.run)
+    )
+    ctx.extra["policy"] = decision
+    if decision.action is Action.DENY:
+        return _denied(ctx, f"{decision.rule}: {decision.reason}".strip(": "))
+    if decision.action is Action.APPROVAL:
+        ctx.decision = "approval_required"
+    return None

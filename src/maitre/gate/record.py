@@ -1,0 +1,57 @@
+"""Stage 11, record: one hash-chained audit entry per call, refused or executed.
+
+Arguments and results are stored as digests by default, so the audit log proves what happened
+without becoming a second copy of customer data; `audit_arguments="redacted"` stores the arguments
+with secret-looking fields masked instead.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from ..audit import AuditEntry, digest, redact
+from ..jsonutil import canonical_json
+from ..types import ToolResult
+from .base import CallContext
+
+__all__ = ["AuditRecorder"]
+
+
+class AuditRecorder:
+    """A gate recorder that appends to `stores.audit`."""
+
+    def __init__(self, store: object, *, arguments: Literal["digest", "redacted"] = "digest") -> None:
+        self.store = store
+        self.arguments = arguments
+
+    async def __call__(self, ctx: CallContext, result: ToolResult) -> None:
+        arguments = ctx.extra.get("validated_json", ctx.arguments)
+        if arguments is None:
+            shown = None
+        elif self.arguments == "redacted":
+            shown = canonical_json(redact(arguments))
+        else:
+            shown = digest(arguments)
+        decision = ctx.decision
+        if result.is_error and decision in ("allow", "approved"):
+            decision = "error" if ctx.executed else "refused"
+        await self.store.append(  # type: ignore[attr-defined]
+            AuditEntry(
+                at=time.time(),
+                user=ctx.principal.user,
+                tenant=ctx.principal.tenant,
+                tool=ctx.tool.name if ctx.tool else str(ctx.call.name)[:200],
+                decision=decision,
+                run_id=ctx.run.run_id,
+                call_id=str(ctx.call.id)[:200],
+                call_hash=ctx.extra.get("call_hash"),
+                approval_id=ctx.approval_id,
+                arguments=shown,
+                result_digest=None if result.is_error else digest(result.content),
+                error_code=str(result.error.code) if result.error else None,
+                detail=ctx.extra.get("detail"),
+                duration_ms=round((time.perf_counter() - ctx.started) * 1000, 3),
+                replayed=result.replayed,
+            )
+        )

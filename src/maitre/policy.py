@@ -1,0 +1,175 @@
+"""Policy: the model proposes, policy decides (seeds 003 and 004).
+
+A `Policy` looks at who asks (`Principal`), what tool (its static metadata), with which validated
+arguments, in which run (taint), and answers allow, deny, or needs-approval. It is pure decision
+logic with no I/O, so it is cheap to run on every call and easy to test.
+
+`DefaultPolicy` reads seed 003's risk matrix from static metadata:
+
+| effect      | low      | medium   | high     | critical |
+|-------------|----------|----------|----------|----------|
+| read        | allow    | allow    | approval | approval |
+| write       | allow*   | allow*   | approval | approval |
+| destructive | approval | approval | approval | approval |
+
+(* writes are allowed because the runtime mints their idempotency keys.) A pair missing from a
+custom matrix is denied. On top of the matrix: required scopes (PERMISSION_DENIED when missing),
+`requires_approval=True/False` on a tool, and taint - once a run has seen untrusted content, a
+write or destructive tool marked `open_world=True` needs approval, so an injected instruction can
+never send the email or the money on its own.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from .types import Effect, Principal, Risk
+
+if TYPE_CHECKING:
+    from .context import RunContext
+    from .tools import Tool
+
+__all__ = [
+    "DEFAULT_RISK_MATRIX",
+    "Action",
+    "DefaultPolicy",
+    "Policy",
+    "PolicyDecision",
+    "PolicyRequest",
+    "decide",
+]
+
+
+class Action(StrEnum):
+    ALLOW = "allow"
+    DENY = "deny"
+    APPROVAL = "needs_approval"
+
+
+@dataclass(kw_only=True, frozen=True)
+class PolicyDecision:
+    """What a policy answered, and why (the reason is shown to approvers and kept in the audit)."""
+
+    action: Action
+    reason: str = ""
+    """Shown to the approver; for a denial, kept in the audit only (the model sees no detail)."""
+    rule: str = ""
+    """A short identifier of the rule that fired (`risk-matrix`, `scope`, `taint`, ...)."""
+
+    @classmethod
+    def allow(cls, reason: str = "", rule: str = "") -> PolicyDecision:
+        return cls(action=Action.ALLOW, reason=reason, rule=rule)
+
+    @classmethod
+    def deny(cls, reason: str = "", rule: str = "") -> PolicyDecision:
+        return cls(action=Action.DENY, reason=reason, rule=rule)
+
+    @classmethod
+    def needs_approval(cls, reason: str, rule: str = "") -> PolicyDecision:
+        return cls(action=Action.APPROVAL, reason=reason, rule=rule)
+
+
+@dataclass(kw_only=True, frozen=True)
+class PolicyRequest:
+    """Everything a policy may look at."""
+
+    tool: Tool
+    arguments: dict[str, Any]
+    """Validated arguments, as JSON-ready data."""
+    principal: Principal
+    run: RunContext
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """**Protocol:** `decide(request) -> PolicyDecision` (may be async)."""
+
+    def decide(self, request: PolicyRequest) -> Any: ...
+
+
+DEFAULT_RISK_MATRIX: Mapping[tuple[Effect, Risk], Action] = {
+    (Effect.READ, Risk.LOW): Action.ALLOW,
+    (Effect.READ, Risk.MEDIUM): Action.ALLOW,
+    (Effect.READ, Risk.HIGH): Action.APPROVAL,
+    (Effect.READ, Risk.CRITICAL): Action.APPROVAL,
+    (Effect.WRITE, Risk.LOW): Action.ALLOW,
+    (Effect.WRITE, Risk.MEDIUM): Action.ALLOW,
+    (Effect.WRITE, Risk.HIGH): Action.APPROVAL,
+    (Effect.WRITE, Risk.CRITICAL): Action.APPROVAL,
+    (Effect.DESTRUCTIVE, Risk.LOW): Action.APPROVAL,
+    (Effect.DESTRUCTIVE, Risk.MEDIUM): Action.APPROVAL,
+    (Effect.DESTRUCTIVE, Risk.HIGH): Action.APPROVAL,
+    (Effect.DESTRUCTIVE, Risk.CRITICAL): Action.APPROVAL,
+}
+
+
+@dataclass(kw_only=True)
+class DefaultPolicy:
+    """Seed 003's risk matrix, scopes and taint. See the module docstring."""
+
+    matrix: Mapping[tuple[Effect, Risk], Action] = field(default_factory=lambda: dict(DEFAULT_RISK_MATRIX))
+    """(effect, risk) -> action; a pair missing here is denied."""
+    allow_self_approval: bool = False
+    """Whether the principal who made a call may approve it."""
+    approver_role: str | None = None
+    """When set, only principals with this role may approve."""
+    taint_requires_approval: bool = True
+    """Untrusted content in the run makes open-world writes need approval."""
+
+    def decide(self, request: PolicyRequest) -> PolicyDecision:
+        tool, principal = request.tool, request.principal
+        missing = tool.scopes - principal.scopes
+        if missing:
+            return PolicyDecision.deny(f"missing scopes: {', '.join(sorted(missing))}", rule="scope")
+        if tool.requires_approval is True:
+            return PolicyDecision.needs_approval(f"{tool.name} always needs a human approval", rule="tool")
+        if (
+            self.taint_requires_approval
+            and request.run.tainted
+            and tool.open_world
+            and tool.effect in (Effect.WRITE, Effect.DESTRUCTIVE)
+        ):
+            return PolicyDecision.needs_approval(
+                f"{tool.name} acts on the outside world and this run has read untrusted content",
+                rule="taint",
+            )
+        action = self.matrix.get((tool.effect, tool.risk))
+        if action is None:
+            return PolicyDecision.deny(
+                f"no rule for effect={tool.effect} risk={tool.risk}", rule="risk-matrix"
+            )
+        if action is Action.APPROVAL and tool.requires_approval is False:
+            return PolicyDecision.allow("approval waived by the tool's declaration", rule="tool")
+        if action is Action.APPROVAL:
+            return PolicyDecision.needs_approval(
+                f"{tool.effect.value} tool with {tool.risk.value} risk needs a human approval",
+                rule="risk-matrix",
+            )
+        return PolicyDecision(action=action, rule="risk-matrix")
+
+    def may_approve(self, approver: Principal | str, requester_user: str, tenant: str) -> str | None:
+        """None when `approver` may decide a request of `requester_user`; else why not."""
+        user = approver.user if isinstance(approver, Principal) else approver
+        if isinstance(approver, Principal) and approver.tenant != tenant:
+            return "approver belongs to another tenant"
+        if not self.allow_self_approval and user == requester_user:
+            return "self-approval is not allowed: another person must approve this call"
+        if self.approver_role and not (
+            isinstance(approver, Principal) and self.approver_role in approver.roles
+        ):
+            return f"approver needs the role {self.approver_role!r}"
+        return None
+
+
+async def decide(policy: Policy, request: PolicyRequest) -> PolicyDecision:
+    """Run a policy that may be sync or async; anything but a PolicyDecision is a deny."""
+    result = policy.decide(request)
+    if inspect.isawaitable(result):
+        result = await result
+    if not isinstance(result, PolicyDecision):
+        return PolicyDecision.deny(f"policy returned {type(result).__name__}", rule="policy-error")
+    return result
