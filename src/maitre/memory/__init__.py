@@ -22,6 +22,7 @@ from .model import (
     WriteOutcome,
 )
 from .store import MemoryStore
+from .toolbox import memory_toolbox
 
 __all__ = [
     "DEFAULT_MULTI_VALUED",
@@ -44,4 +45,5 @@ __all__ = [
     "Summary",
     "WriteAction",
     "WriteOutcome",
+    "memory_toolbox",
 ]

@@ -1,0 +1,149 @@
+"""The tool-driven write path: `save_memory`, `search_memory`, `forget_memory` for the model.
+
+Seed 000's second way to run memory: the model decides when to save and search. These are ordinary
+maitre tools, so every call passes through the gate (validation, policy, budgets, loop guard, audit)
+like any other. Whose memory a call touches comes only from the injected `Principal` (user and
+tenant), never from the arguments: the model cannot name another user, and the schema forbids
+extra properties.
+
+Metadata, and why:
+
+- `save_memory`: effect `write`, risk `low`. Writing the same fact twice is a no-op in the store.
+- `search_memory`: effect `read`.
+- `forget_memory`: effect `destructive`, risk `low`. Under the default policy it pauses for
+  approval, which is the user saying "yes, forget it". A prompt injection cannot wipe a user's
+  memory on its own.
+
+The model chooses `origin`: "stated" when the user said it about themselves, "inferred" when the model
+concluded it. An inferred fact never overwrites a stated one (see `maitre.memory.rules`). Secrets are
+refused with an error the model can act on. A fact the user asked to forget is not saved again.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from ..exceptions import UserError
+from ..tools import Toolbox
+from ..types import Principal, ToolError
+from .aio import AsyncMemoryStore
+from .model import Candidate, Fact, Origin, WriteAction
+from .store import MemoryStore
+
+__all__ = ["memory_toolbox"]
+
+MemoryKey = Annotated[
+    str,
+    Field(
+        pattern=r"^[a-z][a-z0-9_]{0,63}$",
+        description="snake_case name of the fact, e.g. city, diet, allergy, employer, favourite_colour",
+    ),
+]
+MemoryValue = Annotated[str, Field(min_length=1, max_length=500, description="the fact's value, short")]
+SearchQuery = Annotated[
+    str, Field(min_length=1, max_length=500, description="what you need to know, in words")
+]
+TopK = Annotated[int, Field(ge=1, le=10, description="how many facts to return")]
+
+
+def _fact(fact: Fact | None) -> dict[str, Any] | None:
+    if fact is None:
+        return None
+    return {
+        "key": fact.key,
+        "value": fact.value,
+        "valid_from": fact.valid_from.date().isoformat(),
+        "source": fact.source,
+        "origin": str(fact.origin),
+    }
+
+
+def memory_toolbox(store: MemoryStore | AsyncMemoryStore, *, namespace: str | None = "memory") -> Toolbox:
+    """A toolbox over `store`, scoped per call to the injected principal's user and tenant."""
+    mem = store if isinstance(store, AsyncMemoryStore) else AsyncMemoryStore(store)
+    box = Toolbox(namespace)
+    source = f"tool:{namespace}.save_memory" if namespace else "tool:save_memory"
+
+    @box.tool(effect="write", risk="low", tags=("memory",))
+    async def save_memory(
+        key: MemoryKey,
+        value: MemoryValue,
+        principal: Principal,
+        origin: Literal["stated", "inferred"] = "stated",
+        valid_from: date | None = None,
+    ) -> dict[str, Any]:
+        """Save one durable fact about the user to long-term memory (it replaces an older value of the key).
+
+        Use it for preferences, decisions and stable profile data the user told you: where they live,
+        diet, allergies, languages, job, names of people and pets. Do not use it for small talk,
+        guesses about the future, one-off requests, or secrets such as card numbers or passwords.
+
+        Args:
+            key: snake_case name of the fact, e.g. city, diet, allergy, employer.
+            value: the value, as short as possible, e.g. "Bengaluru".
+            origin: "stated" if the user said it about themselves, "inferred" if you concluded it.
+            valid_from: the date it became true, if the user said so (e.g. "I moved in March").
+        """
+        try:
+            outcome = await mem.apply(
+                principal.user,
+                Candidate(key=key, value=value, valid_from=valid_from, source=source, origin=Origin(origin)),
+                tenant=principal.tenant,
+            )
+        except UserError as exc:
+            raise ToolError("INVALID_ARGUMENTS", f"Not saved: {exc}") from None
+        if outcome.action == WriteAction.BLOCKED:
+            raise ToolError(
+                "INVALID_STATE",
+                f"Not saved: the user asked to forget this {key!r} fact, so it is not stored again. Do not retry.",
+            )
+        saved = outcome.action not in (WriteAction.DUPLICATE, WriteAction.IGNORED)
+        note = {
+            WriteAction.STORED_SUPERSEDED: "Kept as history only: a newer or user-stated value is current.",
+            WriteAction.DUPLICATE: "Already stored.",
+        }.get(outcome.action, "Saved.")
+        return {"saved": saved, "note": note, "current": _fact(outcome.current)}
+
+    @box.tool(effect="read", tags=("memory",))
+    async def search_memory(query: SearchQuery, principal: Principal, k: TopK = 5) -> dict[str, Any]:
+        """Search the user's long-term memory for current facts relevant to a request.
+
+        Use it before answering anything that depends on the user's details you do not see in the
+        conversation (their city, diet, allergies, people, preferences). Returns at most k facts, best
+        first; an empty list means nothing relevant is stored, so say you do not know rather than guess.
+
+        Args:
+            query: what you need to know, e.g. "which city does the user live in".
+            k: how many facts to return (1-10).
+        """
+        hits = await mem.retrieve(principal.user, query, k, tenant=principal.tenant)
+        result: dict[str, Any] = {"facts": [_fact(h.fact) for h in hits]}
+        if not hits:
+            result["note"] = "Nothing relevant is stored for this user."
+        return result
+
+    @box.tool(effect="destructive", risk="low", tags=("memory",))
+    async def forget_memory(key: MemoryKey, principal: Principal, value: str | None = None) -> dict[str, Any]:
+        """Forget a fact about the user everywhere (all its history), because the user asked you to.
+
+        Use it only when the user asks to delete or forget something. Give the value too to forget
+        just one value of a key that holds several (e.g. one allergy).
+
+        Args:
+            key: snake_case name of the fact to forget, e.g. city.
+            value: only this value of the key; omit to forget the whole key.
+        """
+        report = await mem.delete(principal.user, key, value, tenant=principal.tenant)
+        if report.facts == 0:
+            keys = sorted({f.key for f in await mem.facts(principal.user, tenant=principal.tenant)})
+            raise ToolError(
+                "NOT_FOUND",
+                f"Nothing stored under {key!r}" + (f" with value {value!r}" if value else "") + ".",
+                suggestions=keys[:10],
+            )
+        return {"forgotten": report.facts, "summaries_removed": report.summaries_removed}
+
+    return box
