@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_testkit import rpc, shop_box
+from mcp_testkit import shop_box
 
 from maitre.mcp.app import MCPApp
 from maitre.mcp.server import GovernedServer
+from maitre.mcp.testing import raw_request
 from maitre.mcp.transports import running_http
 from mcp import Client, StdioServerParameters
 
@@ -91,7 +92,7 @@ async def test_one_http_endpoint_speaks_both_eras():
                 assert client.protocol_version == version
                 result = await client.call_tool("get_order", {"order_id": "A1042"})
                 assert result.structured_content["status"] == "shipped"
-        status, body = await rpc(url, "server/discover", {})
+        status, body = await raw_request(url, "server/discover", {})
         assert status == 200 and "2026-07-28" in body["result"]["supportedVersions"]
         assert body["result"]["capabilities"]["tools"] is not None
 

@@ -48,7 +48,14 @@ from ..types import ToolError
 from .pinning import DriftReport, Lockfile, check_drift
 from .scanner import Finding, scan_servers
 
-__all__ = ["ImportReport", "McpUpstream", "Target", "policy_from_annotations", "toolbox_from_mcp"]
+__all__ = [
+    "ImportReport",
+    "McpUpstream",
+    "Target",
+    "http_transport",
+    "policy_from_annotations",
+    "toolbox_from_mcp",
+]
 
 logger = logging.getLogger("maitre.mcp.client")
 
@@ -147,7 +154,7 @@ class McpUpstream:
         if isinstance(self.target, StdioServerParameters):
             server: Any = self.target
         else:
-            server = _http_transport(self.target, self.headers)
+            server = http_transport(self.target, self.headers)
         return Client(server, mode=self.mode, read_timeout_seconds=self.timeout_s, cache=None)
 
     @asynccontextmanager
@@ -282,7 +289,8 @@ class McpUpstream:
 
 
 @asynccontextmanager
-async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
+async def http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator[Any]:
+    """A Streamable HTTP transport for `mcp.Client` that sends these headers (and only these)."""
     async with (
         create_mcp_http_client(headers=dict(headers) or None) as http,
         streamable_http_client(url, http_client=http) as streams,
