@@ -141,10 +141,13 @@ async def serve_stdio(server: GovernedServer) -> None:
 
 
 @contextlib.asynccontextmanager
-async def running_http(server: GovernedServer, *, path: str = "/mcp", **options: Any) -> AsyncIterator[str]:
+async def running_http(
+    server: GovernedServer, *, path: str = "/mcp", wrap: Any = None, **options: Any
+) -> AsyncIterator[str]:
     """Serve on 127.0.0.1 at an ephemeral port for the duration of the block; yields the URL.
 
     For tests and embedding: the server runs in the caller's event loop and stops on exit.
+    `wrap(asgi_app) -> asgi_app` puts an ASGI layer around the app (to observe requests).
     """
     import socket
 
@@ -154,7 +157,9 @@ async def running_http(server: GovernedServer, *, path: str = "/mcp", **options:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = http_app(server, host="127.0.0.1", path=path, **options)
+    app: Any = http_app(server, host="127.0.0.1", path=path, **options)
+    if wrap is not None:
+        app = wrap(app)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     userver = uvicorn.Server(config)
     async with anyio.create_task_group() as tg:
