@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import json
 from dataclasses import fields, replace
 from decimal import Decimal
 
@@ -196,12 +198,49 @@ def test_digest_is_sha256_of_rfc8785_json_and_ignores_key_order() -> None:
     assert len(digest("x")) == 64
 
 
-def test_values_json_cannot_represent_exactly_are_refused() -> None:
+def test_canonical_json_refuses_values_json_cannot_represent_exactly() -> None:
     """A Decimal must be dumped to JSON first (pydantic mode="json"), never hashed through a float."""
     with pytest.raises(TypeError, match="mode='json'"):
-        digest({"amount": Decimal("12.50")})
+        canonical_json({"amount": Decimal("12.50")})
     with pytest.raises(TypeError):
-        digest({"n": float("nan")})
+        canonical_json({"n": float("nan")})
+
+
+@pytest.mark.parametrize(
+    "hostile", ['{"a": NaN}', '{"a": -Infinity}', '{"a": 1e400}', '{"a": 123456789012345678901234567890}',
+                '{"a": "\\ud800"}', '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]']
+)
+def test_digest_never_fails_on_what_a_model_can_send(hostile: str) -> None:
+    """json.loads accepts these; RFC 8785 does not. The audit digest still works, deterministically."""
+    value = json.loads(hostile)
+    assert digest(value) == digest(json.loads(hostile))
+    assert len(digest(value)) == 64
+    assert canonical_json(redact(value))  # the redacted mode is always canonicalisable
+
+
+json_like = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(json_like)
+def test_digest_and_redacted_json_are_total_on_json_like_values(value: object) -> None:
+    assert digest(value) == digest(copy.deepcopy(value))
+    assert canonical_json(redact(value)) == canonical_json(redact(copy.deepcopy(value)))
+
+
+def test_fallback_digests_never_collide_with_canonical_ones() -> None:
+    assert digest({"a": Decimal("1.5")}) != digest({"a": "1.5"})
+    assert digest({"a": 2**60}) != digest({"a": str(2**60)})
+    assert digest({"a": Decimal("1.5")}) != digest({"a": Decimal("1.50")})
+
+
+def test_redaction_turns_unrepresentable_leaves_into_strings() -> None:
+    assert redact({"a": float("nan"), "b": 2**60, "c": Decimal("1.50"), "d": (1, 2), "e": 1.5}) == {
+        "a": "nan", "b": str(2**60), "c": "1.50", "d": [1, 2], "e": 1.5
+    }
 
 
 def test_redaction_hides_sensitive_values_at_any_depth_and_keeps_the_shape() -> None:

@@ -10,13 +10,22 @@ Values must already be JSON-ready (dict with str keys, list, tuple, str, int, fl
 Pydantic models should be dumped with `model_dump(mode="json")` first, so a `Decimal` amount is hashed
 as the exact text the tool will see, never through a binary float.
 
+`digest` never raises, because the gate digests what a model sent, and a model can send what RFC 8785
+refuses (`NaN`, `1e400` and 30-digit integers all parse with `json.loads`; so do lone surrogates).
+Such a value is hashed through a fallback text under a separate domain prefix, so it can never collide
+with the digest of a canonical value, and an audit record is never lost to a hostile argument.
+`canonical_json` stays strict.
+
 `redact` is for the "redacted values" audit mode: it replaces the values of sensitive-looking keys and
-keeps the shape, so an auditor can read what was asked without reading secrets.
+keeps the shape, so an auditor can read what was asked without reading secrets. Its result is always
+canonicalisable: numbers JSON cannot carry exactly become strings.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -75,9 +84,29 @@ def canonical_json(value: Any) -> str:
     return canonical_bytes(value).decode("utf-8")
 
 
+_FALLBACK_DOMAIN = b"maitre:non-canonical-json\x00"
+_INT_LIMIT = 2**53 - 1
+
+
 def digest(value: Any) -> str:
-    """sha256 hex digest of the canonical JSON of `value` (64 lowercase hex characters)."""
-    return hashlib.sha256(canonical_bytes(value)).hexdigest()
+    """sha256 hex digest of the canonical JSON of `value` (64 lowercase hex characters).
+
+    Never raises: a value RFC 8785 cannot represent is digested through a deterministic fallback text
+    under its own domain prefix (see the module docstring).
+    """
+    try:
+        data = rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, UnicodeError, TypeError, ValueError, RecursionError):
+        data = _FALLBACK_DOMAIN + _fallback_text(value).encode("ascii")
+    return hashlib.sha256(data).hexdigest()
+
+
+def _fallback_text(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True,
+                          default=lambda v: {"$type": type(v).__name__, "$str": str(v)})
+    except (TypeError, ValueError, RecursionError):
+        return ascii(value)
 
 
 def _normalise_key(key: str) -> str:
@@ -86,6 +115,9 @@ def _normalise_key(key: str) -> str:
 
 def redact(value: Any, keys: Iterable[str] = DEFAULT_REDACT_KEYS, *, mask: str = REDACTED) -> Any:
     """A copy of `value` with the values of sensitive keys replaced by `mask`, at any depth.
+
+    The copy is always accepted by `canonical_json`: NaN, infinities, integers beyond ±2**53, Decimals
+    and other non-JSON leaves become strings, and lone surrogates are replaced.
 
     Args:
         value: JSON-ready data; it is not modified.
@@ -112,4 +144,17 @@ def _redact(value: Any, fragments: tuple[str, ...], mask: str) -> Any:
         return out
     if isinstance(value, list | tuple):
         return [_redact(item, fragments, mask) for item in value]
-    return value
+    return _representable(value)
+
+
+def _representable(value: Any) -> Any:
+    """A leaf RFC 8785 can carry: odd numbers and non-JSON values become strings."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if -_INT_LIMIT <= value <= _INT_LIMIT else str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")  # drops lone surrogates
+    return str(value)
