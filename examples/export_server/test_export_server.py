@@ -66,7 +66,7 @@ async def test_the_handle_is_the_state_across_two_processes(two_servers):
     async with bearer_client(b, _token("mallory", "evil")) as client:
         stolen = await client.call_tool("check_export", {"handle": handle})
     for attempt in (forged, stolen):
-        assert attempt.is_error and attempt.structured_content["error"]["code"] == "NOT_FOUND"
+        assert attempt.is_error and attempt.meta["io.maitre/error"]["code"] == "NOT_FOUND"
     assert forged.content[0].text == stolen.content[0].text  # no oracle: one answer for both
 
 

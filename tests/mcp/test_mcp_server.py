@@ -65,8 +65,8 @@ async def test_a_call_runs_through_the_gate_and_errors_teach(mode):
         "tenant": "local",
     }
     assert bad.is_error and "A1042" in bad.content[0].text
-    assert bad.structured_content["error"]["code"] == "INVALID_ARGUMENTS"
     assert unknown.is_error and unknown.structured_content["error"]["code"] == "UNKNOWN_TOOL"
+    assert bad.meta["io.maitre/error"]["code"] == "INVALID_ARGUMENTS"
     assert "get_order" in unknown.content[0].text
 
 

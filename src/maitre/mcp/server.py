@@ -302,9 +302,13 @@ class GovernedServer:
             meta["io.maitre/handle"] = result.handle
         if result.is_error:
             error = result.error.to_dict() if result.error is not None else {"message": result.content}
+            meta["io.maitre/error"] = error
+            # Clients such as the TypeScript SDK validate structuredContent against the tool's output
+            # schema even on isError results, so a tool that declares one carries the error in _meta only.
+            declares_output = tool is not None and tool.output_schema is not None
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=result.content)],
-                structured_content={"error": error},
+                structured_content=None if declares_output else {"error": error},
                 is_error=True,
                 _meta=meta,
             )
