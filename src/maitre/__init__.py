@@ -5,7 +5,7 @@ typed tools behind one gate (validation that teaches, loop guards, timeouts, bou
 size caps, trust labels), and the rest of the runtime built on it.
 """
 
-from .context import RunContext
+from .context import IdempotencyKey, RunContext
 from .exceptions import DuplicateToolError, MaitreError, StoreError, ToolDefinitionError, UserError
 from .gate import Gate, GateLimits
 from .tools import Tool, Toolbox, ToolDefinitions
@@ -19,6 +19,7 @@ __all__ = [
     "ErrorCode",
     "Gate",
     "GateLimits",
+    "IdempotencyKey",
     "MaitreError",
     "Principal",
     "Provenance",

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from . import tools_cmds
+from . import governance, tools_cmds
 from .demo import demo_command
 
 __all__ = ["app", "main"]
@@ -19,6 +19,8 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(tools_cmds.app, name="tools")
+app.add_typer(governance.approvals_app, name="approvals")
+app.add_typer(governance.audit_app, name="audit")
 app.command("demo")(demo_command)
 
 

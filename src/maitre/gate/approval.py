@@ -45,14 +45,21 @@ def call_hash(tool: str, arguments: dict[str, Any], principal: Principal, run_id
     )
 
 
+def _run_scope(ctx: CallContext) -> str | None:
+    """The run an approval is bound to; None for a standalone call (no run id)."""
+    return None if ctx.run.extra.get("ephemeral") else ctx.run.run_id
+
+
 async def approval(ctx: CallContext) -> ToolError | None:
     tool = ctx.tool
     assert tool is not None
     approval_id = ctx.extra.get("approval_id")
     if ctx.decision != "approval_required":
         return None  # policy allowed it; an approval id, if any, is left unused
+    if await _already_done(ctx):
+        return None  # the idempotency stage will replay the stored result; nothing executes
     arguments = validated_arguments(ctx)
-    hashed = call_hash(tool.name, arguments, ctx.principal, ctx.run.run_id)
+    hashed = call_hash(tool.name, arguments, ctx.principal, _run_scope(ctx))
     ctx.extra["call_hash"] = hashed
     store = ctx.gate.stores.approvals
     now = time.time()
@@ -96,14 +103,14 @@ async def approval(ctx: CallContext) -> ToolError | None:
     if request.edited_arguments is not None:
         try:
             ctx.validated = (
-                tool.input_model.model_validate(request.edited_arguments)
+                tool.input_model.model_validate(request.edited_arguments, extra="forbid")
                 if tool.input_model
                 else request.edited_arguments
             )
         except ValidationError as exc:  # pragma: no cover - edits are validated when approved
             return invalid_arguments(tool, request.edited_arguments, problems_from_pydantic(exc))
         ctx.extra.pop("validated_json", None)
-        execute_hash = call_hash(tool.name, validated_arguments(ctx), ctx.principal, ctx.run.run_id)
+        execute_hash = call_hash(tool.name, validated_arguments(ctx), ctx.principal, _run_scope(ctx))
     if not await store.consume(request.id, call_hash=execute_hash, now=time.time()):
         ctx.decision = "approval_refused"
         return ToolError(
@@ -115,6 +122,15 @@ async def approval(ctx: CallContext) -> ToolError | None:
     ctx.decision = "approved"
     ctx.extra["call_hash"] = execute_hash
     return None
+
+
+async def _already_done(ctx: CallContext) -> bool:
+    from .idempotency import mint_key, needs_key
+
+    if not needs_key(ctx.tool):
+        return False
+    record = await ctx.gate.stores.idempotency.get(mint_key(ctx), tenant=ctx.principal.tenant)
+    return record is not None and record.state == "completed"
 
 
 async def _request(
@@ -131,7 +147,7 @@ async def _request(
         call_hash=hashed,
         user=ctx.principal.user,
         tenant=ctx.principal.tenant,
-        run_id=ctx.run.run_id,
+        run_id=_run_scope(ctx),
         reason=reason + (f" ({note})" if note else ""),
         created_at=now,
         expires_at=now + ctx.gate.approval_ttl_s,
@@ -200,7 +216,7 @@ class ApprovalService:
                 )
             if tool.input_model is not None:
                 try:
-                    validated = tool.input_model.model_validate(edited_args)
+                    validated = tool.input_model.model_validate(edited_args, extra="forbid")
                 except ValidationError as exc:
                     raise UserError(
                         invalid_arguments(tool, edited_args, problems_from_pydantic(exc)).message

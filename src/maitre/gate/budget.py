@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..jsonutil import canonical_json
 from ..types import ErrorCode, ToolError, ToolResult
 from .base import CallContext
 
@@ -56,7 +57,7 @@ async def budget(ctx: CallContext) -> ToolError | None:
         return _exceeded(ctx, "class", limit, f"{tool.effect.value} calls in this run")
     bucket = budgets.rate_limits.get(tool.name, budgets.rate_limit)
     if bucket is not None:
-        key = f"{ctx.principal.tenant}\x00{ctx.principal.user}\x00{tool.name}"
+        key = canonical_json(["rate", ctx.principal.tenant, ctx.principal.user, tool.name])
         wait = await ctx.gate.stores.rate_limits.acquire(
             key, rate_per_s=bucket.per_second, burst=bucket.burst, now=time.time()
         )

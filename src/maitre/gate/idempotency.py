@@ -21,14 +21,16 @@ uncertain, because the side effect may have happened. Never a second execution.
 
 from __future__ import annotations
 
+import json
 import time
 
 from ..jsonutil import canonical_json, compact_json, sha256_hex
+from ..tools import Tool
 from ..types import Effect, ErrorCode, ToolError, ToolResult
 from .authorize import validated_arguments
 from .base import CallContext
 
-__all__ = ["idempotency", "mint_key"]
+__all__ = ["idempotency", "mint_key", "needs_key"]
 
 _LEASE_S = 300.0
 
@@ -46,10 +48,15 @@ def mint_key(ctx: CallContext) -> str:
     )
 
 
+def needs_key(tool: Tool | None) -> bool:
+    """Write and destructive tools that are not naturally idempotent get a runtime-minted key."""
+    return tool is not None and tool.effect is not Effect.READ and not tool.idempotent
+
+
 async def idempotency(ctx: CallContext) -> ToolError | None:
     tool = ctx.tool
     assert tool is not None
-    if tool.effect is Effect.READ or tool.idempotent:
+    if not needs_key(tool):
         return None
     key = mint_key(ctx)
     ctx.idempotency_key = key
@@ -67,8 +74,6 @@ async def idempotency(ctx: CallContext) -> ToolError | None:
         ctx.extra["owns_key"] = True
         return None
     if existing.state == "completed" and existing.result is not None:
-        import json
-
         ctx.replayed = True
         ctx.decision = "replayed"
         ctx.extra["replay"] = json.loads(existing.result)

@@ -15,7 +15,7 @@ __all__ = ["loop_guard", "note_outcome"]
 
 async def loop_guard(ctx: CallContext) -> ToolError | None:
     assert ctx.tool is not None and ctx.fingerprint is not None
-    if ctx.extra.get("approval_resume"):
+    if ctx.extra.get("approval_id"):
         return None  # an approved call coming back is the same call by design
     counts = ctx.run.fingerprints
     counts[ctx.fingerprint] += 1

@@ -139,7 +139,8 @@ class Gate:
         # Calls without a run object: track state per (tenant, run_id) so loop guards still work;
         # without a run_id each call is its own run.
         if not call.run_id:
-            return RunContext(principal=principal)
+            # A standalone call: approvals bind to (principal, tool, arguments) without a run.
+            return RunContext(principal=principal, extra={"ephemeral": True})
         key = f"{principal.tenant}\x00{call.run_id}"
         run = self._runs.get(key)
         if run is None:

@@ -183,7 +183,7 @@ def _validates(tool: Tool, arguments: dict[str, Any]) -> bool:
     validator = tool._validator
     try:
         if tool.input_model is not None:
-            tool.input_model.model_validate(arguments)
+            tool.input_model.model_validate(arguments, extra="forbid")
             return True
         if validator is not None:
             return bool(validator.is_valid(arguments))

@@ -7,8 +7,11 @@ local models otherwise resend variations of the same bad call until the step lim
 
 from __future__ import annotations
 
+import re
+
 from pydantic import ValidationError
 
+from ..tools import Tool
 from ..types import ErrorCode, ToolError
 from .base import CallContext
 from .teaching import invalid_arguments, problems_from_jsonschema, problems_from_pydantic
@@ -26,14 +29,45 @@ async def check_invalid_budget(ctx: CallContext) -> ToolError | None:
     return None
 
 
+def _ascii_patterns(tool: Tool) -> dict[str, re.Pattern[str]]:
+    """Top-level string patterns that use \\d, \\w, \\s or \\b, compiled with ECMA-262's ASCII meaning.
+
+    JSON Schema patterns are ECMA-262 regexes, where `\\d` is [0-9]. Python's and Rust's regex
+    engines give `\\d` its Unicode meaning, so `^N-\\d{3}$` would accept full-width or Arabic-Indic
+    digits - a confusable that slips past a pattern. maitre checks these fields again in ASCII mode.
+    """
+    cached = tool.__dict__.get("_ascii_cache")
+    if cached is None:
+        cached = {}
+        for name, prop in tool.input_schema.get("properties", {}).items():
+            pattern = prop.get("pattern") if isinstance(prop, dict) else None
+            if pattern and re.search(r"\\[dwsbDWSB]", pattern):
+                try:
+                    cached[name] = re.compile(pattern, re.ASCII)
+                except re.error:
+                    continue
+        tool.__dict__["_ascii_cache"] = cached
+    return cached
+
+
 async def validate(ctx: CallContext) -> ToolError | None:
     tool = ctx.tool
     assert tool is not None and ctx.arguments is not None
     if tool.input_model is not None:
         try:
-            ctx.validated = tool.input_model.model_validate(ctx.arguments)
+            ctx.validated = tool.input_model.model_validate(ctx.arguments, extra="forbid")
         except ValidationError as exc:
             return invalid_arguments(tool, ctx.arguments, problems_from_pydantic(exc))
+        patterns = _ascii_patterns(tool)
+        if patterns:
+            problems = [
+                {"kind": "invalid", "path": (name,), "received": value, "message": ""}
+                for name, rx in patterns.items()
+                if isinstance(value := ctx.arguments.get(name), str) and not rx.search(value)
+            ]
+            if problems:
+                ctx.validated = None
+                return invalid_arguments(tool, ctx.arguments, problems)
         return None
     validator = tool._validator
     if validator is not None:
