@@ -66,7 +66,14 @@ from .tasks import (
     task_to_wire,
 )
 
-__all__ = ["APPROVAL_INPUT_KEY", "TASK_REQUIRED_TAG", "GovernedServer", "ServerOptions", "build_server"]
+__all__ = [
+    "APPROVAL_INPUT_KEY",
+    "APPROVAL_META_KEY",
+    "TASK_REQUIRED_TAG",
+    "GovernedServer",
+    "ServerOptions",
+    "build_server",
+]
 
 logger = logging.getLogger("maitre.mcp.server")
 
@@ -74,6 +81,8 @@ TASK_REQUIRED_TAG = "task-required"
 """Tag of a long-running tool that must not run synchronously (clients without tasks get -32021)."""
 APPROVAL_INPUT_KEY = "maitre_approval"
 """The `inputRequests` key of the approval elicitation."""
+APPROVAL_META_KEY = "io.maitre/approvalId"
+"""Request `_meta` key a host sets to retry a call under an approval decided out of band."""
 _APPROVAL_SCHEMA = {
     "type": "object",
     "properties": {
@@ -249,6 +258,9 @@ class GovernedServer:
         call_ctx.request_state = state.get("tool")
         call = ToolCall(id=str(ctx.request_id), name=params.name, arguments=dict(params.arguments or {}))
         options: dict[str, Any] = {}
+        meta_approval = (params.meta or {}).get(APPROVAL_META_KEY) if isinstance(params.meta, dict) else None
+        if isinstance(meta_approval, str):
+            options["approval_id"] = meta_approval  # decided out of band; the gate checks it is this call's
         if "approval" in state:
             options["approval_id"] = await self._record_decision(
                 state["approval"], params, principal, call_ctx
@@ -341,6 +353,19 @@ class GovernedServer:
             if approval_id
             else result.error.message
         )
+        may_approve = getattr(self.gate.policy, "may_approve", None)
+        why_not = (
+            may_approve(principal, principal.user, principal.tenant) if may_approve is not None else None
+        )
+        if approval_id and why_not:
+            # The caller may not confirm their own call: another person decides it out of band.
+            out_of_band = result.error.message + (
+                f" Approval id: {approval_id}. Once someone allowed to approve it has done so, the host can "
+                f"retry this exact call with _meta['{APPROVAL_META_KEY}'] = '{approval_id}'."
+            )
+            shaped = self.to_call_tool_result(result, call_ctx, self.app.toolbox.get(call.name))
+            shaped.content = [types.TextContent(type="text", text=out_of_band)]
+            return shaped
         if approval_id and call_ctx.modern and call_ctx.supports("elicitation"):
             claims = {
                 "a": approval_id,
@@ -393,11 +418,9 @@ class GovernedServer:
         reason = str(content.get("reason") or "")[:500]
         try:
             if approved:
-                await approvals.approve(approval_id, approver=principal.user)
+                await approvals.approve(approval_id, approver=principal, note=reason or "confirmed over MCP")
             else:
-                await approvals.deny(
-                    approval_id, approver=principal.user, message=reason or "declined over MCP"
-                )
+                await approvals.deny(approval_id, approver=principal, message=reason or "declined over MCP")
         except Exception:  # an already-decided or expired approval: the gate's re-check decides
             logger.info("approval %s could not be recorded again", approval_id, exc_info=True)
 
