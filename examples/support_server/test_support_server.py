@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("support_server_example", Path(__file__).parent / "server.py")
 assert _spec is not None and _spec.loader is not None
 support = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = support
 _spec.loader.exec_module(support)
 
 
