@@ -27,8 +27,9 @@ def _token(user: str, tenant: str) -> str:
     return jwt.encode(claims, KEY, algorithm="HS256")
 
 
-@pytest.fixture
-def two_servers(tmp_path):
+@pytest.fixture(scope="module")
+def two_servers(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("export")
     key_file = tmp_path / "jwt.key"
     key_file.write_text(KEY)
     env = {"MAITRE_MCP_SECRET": "s" * 40, "EXPORT_DB": str(tmp_path / "exports.db"), "EXPORT_SECONDS": "0.5"}
