@@ -9,6 +9,8 @@ Both sides are built on the official SDK (`mcp==2.3.0`): the 2026-07-28 stateles
 - `maitre.mcp.pinning` / `maitre.mcp.scanner`: lockfile pins and definition scanning.
 - `maitre.mcp.handles`, `maitre.mcp.tasks`, `maitre.mcp.auth`: signed handles, the Tasks
   extension, bearer-token principals.
+- `maitre.mcp.context`: what a tool may ask of the MCP request (progress, media, input).
+- `maitre.mcp.transports` / `maitre.mcp.testing`: stdio and HTTP serving; real-transport test helpers.
 
 Submodules are imported on use, so `import maitre` does not pay for the SDK.
 """

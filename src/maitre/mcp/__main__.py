@@ -6,6 +6,8 @@ import typer
 
 from ..cli.mcp_cmds import serve_command
 
+__all__ = ["app"]
+
 app = typer.Typer(add_completion=False)
 app.command("serve")(serve_command)
 

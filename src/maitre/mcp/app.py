@@ -26,7 +26,7 @@ part that should move there; the server would then read them from the toolbox.)
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,6 +216,3 @@ class MCPApp:
     def completion(self, ref_name: str, argument: str, fn: Callable[[str], list[str]]) -> None:
         """Completions for one argument of a prompt (or one variable of a template)."""
         self.completions[(ref_name, argument)] = fn
-
-
-Renderer = Callable[..., Awaitable[Any]]

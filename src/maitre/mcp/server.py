@@ -8,8 +8,11 @@ result. No governance decision is made here.
 
 What the adapter adds around the gate:
 
-- **Errors teach.** A gate error is an `isError` result whose text is the teaching message and
-  whose `structuredContent` is `{"error": <ToolError>}`.
+- **Errors teach.** A gate error is an `isError` result whose text is the teaching message; the
+  structured ToolError is in `structuredContent` as `{"error": ...}` and always in
+  `_meta["io.maitre/error"]`. For a tool that declares an output schema it is in `_meta` only:
+  clients such as the TypeScript SDK validate `structuredContent` against the output schema even
+  on error results and would reject the whole response.
 - **Approval over MCP.** APPROVAL_REQUIRED becomes an `input_required` result (2026-07-28) holding
   an elicitation, or an inline `elicitation/create` on a 2025-11-25 session whose client declared
   elicitation. The `requestState` carries an HMAC-signed claim (approval id, call hash, tool,
