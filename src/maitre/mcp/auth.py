@@ -28,9 +28,9 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from ..types import Principal
 
 __all__ = [
-    "PRINCIPAL_CLAIM",
     "BearerVerifier",
     "JWTVerifier",
+    "PRINCIPAL_CLAIM",
     "SdkTokenVerifier",
     "StaticTokens",
     "principal_from_request",

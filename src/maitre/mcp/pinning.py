@@ -32,9 +32,9 @@ from typing import Any, Literal
 import rfc8785
 
 __all__ = [
-    "PINNED_FIELDS",
     "DriftReport",
     "Lockfile",
+    "PINNED_FIELDS",
     "ToolDrift",
     "check_drift",
     "definition_hash",

@@ -72,9 +72,9 @@ from .tasks import (
 __all__ = [
     "APPROVAL_INPUT_KEY",
     "APPROVAL_META_KEY",
-    "TASK_REQUIRED_TAG",
     "GovernedServer",
     "ServerOptions",
+    "TASK_REQUIRED_TAG",
     "build_server",
 ]
 

@@ -31,9 +31,9 @@ from typing import Any, Protocol
 import anyio.to_thread
 
 __all__ = [
-    "TASKS_EXTENSION",
     "MemoryTaskStore",
     "SQLiteTaskStore",
+    "TASKS_EXTENSION",
     "TaskRecord",
     "TaskStore",
     "new_task_id",
