@@ -8,7 +8,9 @@ import maitre.mcp
 
 def test_every_mcp_module_declares_a_sorted_complete_all():
     names = [m.name for m in pkgutil.iter_modules(maitre.mcp.__path__) if m.name != "__main__"]
-    assert {"app", "auth", "client", "context", "handles", "pinning", "scanner", "server", "tasks"} <= set(names)
+    assert {"app", "auth", "client", "context", "handles", "pinning", "scanner", "server", "tasks"} <= set(
+        names
+    )
     for name in ["maitre.mcp", "maitre.cli.mcp_cmds", *(f"maitre.mcp.{n}" for n in names)]:
         module = importlib.import_module(name)
         assert hasattr(module, "__all__"), name

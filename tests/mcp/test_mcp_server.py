@@ -11,7 +11,7 @@ import pytest
 from mcp_testkit import shop_box
 
 from maitre.mcp.app import MCPApp
-from maitre.mcp.server import GovernedServer
+from maitre.mcp.server import RUN_META_KEY, GovernedServer
 from maitre.mcp.testing import raw_request
 from maitre.mcp.transports import running_http
 from mcp import Client, StdioServerParameters
@@ -163,3 +163,17 @@ async def test_stdio_through_the_sdk_client_on_the_modern_wire():
     async with Client(params, mode="2026-07-28") as client:
         result = await client.call_tool("get_order", {"order_id": "A1042"})
     assert result.structured_content["order_id"] == "A1042"
+
+
+async def test_a_run_id_in_meta_lets_the_gate_see_a_loop_across_mcp_calls():
+    """With `_meta["io.maitre/runId"]` the same call repeated in one run is stopped; other runs are not."""
+    async with Client(_server().lowlevel, mode="2026-07-28") as client:
+        looped = [
+            await client.call_tool("get_order", {"order_id": "A1042"}, meta={RUN_META_KEY: "run-1"})
+            for _ in range(4)
+        ]
+        fresh = await client.call_tool("get_order", {"order_id": "A1042"}, meta={RUN_META_KEY: "run-2"})
+        standalone = [await client.call_tool("get_order", {"order_id": "A1042"}) for _ in range(4)]
+    codes = [r.meta.get("io.maitre/error", {}).get("code") for r in looped]
+    assert codes[0] is None and "LOOP_DETECTED" in codes
+    assert not fresh.is_error and not any(r.is_error for r in standalone)

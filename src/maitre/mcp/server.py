@@ -73,6 +73,7 @@ __all__ = [
     "APPROVAL_INPUT_KEY",
     "APPROVAL_META_KEY",
     "GovernedServer",
+    "RUN_META_KEY",
     "ServerOptions",
     "TASK_REQUIRED_TAG",
     "build_server",
@@ -86,6 +87,9 @@ APPROVAL_INPUT_KEY = "maitre_approval"
 """The `inputRequests` key of the approval elicitation."""
 APPROVAL_META_KEY = "io.maitre/approvalId"
 """Request `_meta` key a host sets to retry a call under an approval decided out of band."""
+RUN_META_KEY = "io.maitre/runId"
+"""Request `_meta` key naming the host's agent run: the gate then keeps loop guards, budgets and
+taint across that run's calls (per tenant). Without it every MCP call is a run of its own."""
 _APPROVAL_SCHEMA = {
     "type": "object",
     "properties": {
@@ -259,9 +263,16 @@ class GovernedServer:
         call_ctx = self._call_context(ctx, params)
         state = _json_state(params.request_state)
         call_ctx.request_state = state.get("tool")
-        call = ToolCall(id=str(ctx.request_id), name=params.name, arguments=dict(params.arguments or {}))
+        meta = params.meta if isinstance(params.meta, dict) else {}
+        run_id = meta.get(RUN_META_KEY)
+        call = ToolCall(
+            id=str(ctx.request_id),
+            name=params.name,
+            arguments=dict(params.arguments or {}),
+            run_id=run_id[:128] if isinstance(run_id, str) and run_id else None,
+        )
         options: dict[str, Any] = {}
-        meta_approval = (params.meta or {}).get(APPROVAL_META_KEY) if isinstance(params.meta, dict) else None
+        meta_approval = meta.get(APPROVAL_META_KEY)
         if isinstance(meta_approval, str):
             options["approval_id"] = meta_approval  # decided out of band; the gate checks it is this call's
         if "approval" in state:
