@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from . import governance, tools_cmds
+from . import governance, runs, tools_cmds
 from .demo import demo_command
 
 __all__ = ["app", "main"]
@@ -21,6 +21,7 @@ app = typer.Typer(
 app.add_typer(tools_cmds.app, name="tools")
 app.add_typer(governance.approvals_app, name="approvals")
 app.add_typer(governance.audit_app, name="audit")
+app.add_typer(runs.app, name="runs")
 app.command("demo")(demo_command)
 
 

@@ -1,0 +1,530 @@
+"""The agent loop: "a while loop with an LLM deciding what goes inside it" (seed 001), with real brakes.
+
+```python
+agent = Agent(model, box, store=stores, limits=Limits(max_steps=8), system="You plan weekends.")
+run = await agent.run("Plan my Saturday in Pune. Budget 1,000 rupees.", Principal(user="u1"))
+run.status, run.stop_reason, run.final_text
+```
+
+Each step: check the brakes, fit the conversation into the context budget, ask the model, run every
+tool call it proposed *concurrently* through the gate (results matched back by call id), and look
+for progress. A call that needs a human approval pauses the run: its state is saved in the store and
+`Agent.resume(run_id, decisions=...)` - in this process or another, after a restart - continues it;
+the approved call executes once, with exactly the approved arguments, and a denial goes back to the
+model. Nothing here raises for anything a model does: every ending is a `Run` with a `stop_reason`
+and a final message a person can read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from ..context import new_run_id
+from ..gate import Gate
+from ..gate.budget import Budgets
+from ..jsonutil import sha256_hex
+from ..models.base import Model, ModelError, ModelRequest, Usage
+from ..policy import Policy
+from ..stores import Stores
+from ..tokens import count_tokens
+from ..tools import Tool, Toolbox
+from ..types import ErrorCode, Principal, ToolCall, ToolError, ToolResult
+from .context_manager import ContextManager, conversation_tokens
+from .limits import Limits, StopReason
+from .messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from .notes import notes_toolbox
+from .run import PendingCall, Run, RunStatus
+
+__all__ = ["Agent", "ApprovalDecision"]
+
+logger = logging.getLogger("maitre.agent")
+
+_REASONS = {
+    StopReason.MAX_STEPS: "it reached its step limit",
+    StopReason.MAX_SECONDS: "it ran out of time",
+    StopReason.MAX_INPUT_TOKENS: "it reached its input-token budget",
+    StopReason.MAX_OUTPUT_TOKENS: "it reached its output-token budget",
+    StopReason.MAX_TOTAL_TOKENS: "it reached its token budget",
+    StopReason.MAX_COST: "it reached its cost budget",
+    StopReason.LOOP_DETECTED: "it kept repeating the same call or error",
+    StopReason.NO_PROGRESS: "several steps in a row brought no new information",
+    StopReason.BUDGET_EXCEEDED: "the tool budget for this run is used up",
+    StopReason.MODEL_ERROR: "the model could not be reached",
+}
+
+
+@dataclass(kw_only=True, frozen=True)
+class ApprovalDecision:
+    """A human's decision on a pending call, passed to `Agent.resume(decisions={approval_id: ...})`."""
+
+    approve: bool
+    approver: Principal | str
+    message: str | None = None
+    """For a denial: what the model reads. For an approval: a note."""
+    edited_args: dict[str, Any] | None = None
+
+    @classmethod
+    def approved(
+        cls, approver: Principal | str, edited_args: dict[str, Any] | None = None
+    ) -> ApprovalDecision:
+        return cls(approve=True, approver=approver, edited_args=edited_args)
+
+    @classmethod
+    def denied(cls, approver: Principal | str, message: str) -> ApprovalDecision:
+        return cls(approve=False, approver=approver, message=message)
+
+
+class Agent:
+    """A model, a toolbox and a gate, in a loop with brakes. See the module docstring.
+
+    Args:
+        model: anything with `async complete(ModelRequest) -> ModelResponse` (see `maitre.models`).
+        tools: a Toolbox, or several to combine.
+        policy, budgets: passed to the gate.
+        store: where paused runs, approvals, idempotency keys and the audit log live (in-process if
+            omitted: then a paused run can only be resumed by this object).
+        limits: the brakes (every default finite).
+        system: the system prompt.
+        context: the short-term memory manager (token budget for the conversation).
+        notes: give the run `write_notes` / `read_notes` (working memory).
+        on_event: called with each event as it happens (the demo prints them).
+        gate: use this gate instead of building one.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        tools: Toolbox | Sequence[Toolbox],
+        *,
+        policy: Policy | None = None,
+        store: Stores | None = None,
+        limits: Limits | None = None,
+        system: str | None = None,
+        budgets: Budgets | None = None,
+        context: ContextManager | None = None,
+        notes: bool = True,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        gate: Gate | None = None,
+    ) -> None:
+        self.model = model
+        self.limits = limits or Limits()
+        self.system = system
+        self.context = context or ContextManager()
+        self.on_event = on_event
+        if gate is None:
+            box = Toolbox()
+            for toolbox in [tools] if isinstance(tools, Toolbox) else list(tools):
+                box.include(toolbox)
+            if notes:
+                box.include(notes_toolbox())
+            gate = Gate(box, policy=policy, stores=store, budgets=budgets)
+        self.gate = gate
+        self.store = gate.stores
+        self._live: dict[str, Run] = {}
+        self._definition_cache: dict[tuple[str, ...], int] = {}
+
+    # -- public API --------------------------------------------------------------------------------
+
+    async def run(
+        self, goal_or_messages: str | Sequence[Message], principal: Principal, *, run_id: str | None = None
+    ) -> Run:
+        """Run a task until the model answers, a brake stops it, or a call needs approval (paused)."""
+        messages: list[Message] = (
+            [UserMessage(content=goal_or_messages)]
+            if isinstance(goal_or_messages, str)
+            else list(goal_or_messages)
+        )
+        run_id = run_id or new_run_id()
+        run = Run(
+            id=run_id, principal=principal, messages=messages, context=self.gate.new_run(principal, run_id)
+        )
+        self._live[run.id] = run
+        return await self._loop(run)
+
+    async def resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, ApprovalDecision] | None = None,
+        *,
+        principal: Principal | None = None,
+    ) -> Run:
+        """Continue a paused run: record decisions, run approved calls once, return denials to the model."""
+        run = await self._load(run_id, principal)
+        if run.status is not RunStatus.PAUSED:
+            return run
+        for approval_id, decision in (decisions or {}).items():
+            if decision.approve:
+                await self.gate.approvals.approve(
+                    approval_id, decision.approver, decision.edited_args, note=decision.message
+                )
+            else:
+                await self.gate.approvals.deny(approval_id, decision.approver, decision.message or "denied")
+        run.status = RunStatus.RUNNING
+        run.stop_reason = None
+        self._emit(run, "run_resumed", pending=len(run.pending))
+        still_pending: list[PendingCall] = []
+        results: list[tuple[PendingCall, ToolResult]] = []
+        for pending in run.pending:
+            request = await self.gate.approvals.get(pending.approval_id)
+            if request is not None and request.status != "pending":
+                self._emit(
+                    run,
+                    "approval_decided",
+                    approval_id=pending.approval_id,
+                    tool=pending.tool,
+                    status=request.status,
+                    approver=request.approver,
+                    edited=request.edited_arguments is not None,
+                )
+            if request is not None and request.status == "pending":
+                still_pending.append(pending)
+                continue
+            result = await self.gate.call(
+                pending.call, run.principal, run.context, approval_id=pending.approval_id
+            )
+            results.append((pending, result))
+        for pending, result in results:
+            self._record_result(run, pending.call, result)
+        run.pending = still_pending
+        if still_pending:
+            return await self._pause(run)
+        return await self._loop(run)
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    async def _loop(self, run: Run) -> Run:
+        started = time.monotonic() - run.elapsed_s
+        seen_contents: set[str] = set()
+        idle_steps = 0
+        loops = sum(
+            1 for e in run.events if e.get("type") == "tool_result" and e.get("error_code") == "LOOP_DETECTED"
+        )
+        try:
+            while True:
+                run.elapsed_s = time.monotonic() - started
+                brake = self._brake(run)
+                if brake is not None:
+                    return await self._stop(run, brake)
+                response = await self._ask_model(run, started)
+                if response is None:
+                    return await self._stop(run, StopReason.MODEL_ERROR)
+                calls = response.tool_calls
+                run.messages.append(AssistantMessage(text=response.text, tool_calls=calls))
+                run.steps += 1
+                if not calls:
+                    run.final_text = response.text
+                    return await self._finish(run)
+                results = await self._run_calls(run, calls)
+                pending = [
+                    (c, r)
+                    for c, r in results
+                    if r.error is not None and r.error.code is ErrorCode.APPROVAL_REQUIRED
+                ]
+                for call, result in results:
+                    if result.error is not None and result.error.code is ErrorCode.APPROVAL_REQUIRED:
+                        continue
+                    self._record_result(run, call, result)
+                if pending:
+                    for call, result in pending:
+                        details = result.error.details if result.error else {}
+                        run.pending.append(
+                            PendingCall(
+                                call=call,
+                                approval_id=details["approval_id"],
+                                tool=details.get("tool", call.name),
+                                arguments=details.get("arguments"),
+                                reason=result.content,
+                            )
+                        )
+                        self._emit(
+                            run,
+                            "approval_requested",
+                            call_id=call.id,
+                            approval_id=details["approval_id"],
+                            tool=details.get("tool", call.name),
+                            arguments=details.get("arguments"),
+                        )
+                    return await self._pause(run)
+                codes = [r.error.code if r.error else None for _, r in results]
+                loops += codes.count(ErrorCode.LOOP_DETECTED)
+                if loops >= self.limits.loop_refusals:
+                    return await self._stop(run, StopReason.LOOP_DETECTED)
+                if codes and all(code is ErrorCode.BUDGET_EXCEEDED for code in codes):
+                    return await self._stop(run, StopReason.BUDGET_EXCEEDED)
+                new_info = False
+                for _, result in results:
+                    if not result.is_error:
+                        digest = sha256_hex(result.content)
+                        if digest not in seen_contents:
+                            seen_contents.add(digest)
+                            new_info = True
+                idle_steps = 0 if new_info else idle_steps + 1
+                if idle_steps >= self.limits.no_progress_steps:
+                    looped = ErrorCode.LOOP_DETECTED in codes
+                    return await self._stop(
+                        run, StopReason.LOOP_DETECTED if looped else StopReason.NO_PROGRESS
+                    )
+                await self._save(run)
+        except Exception:  # a bug of ours must not escape into the host either
+            logger.exception("agent loop failed in run %s", run.id)
+            run.final_text = "The run stopped because of an internal error in the runtime."
+            return await self._stop(run, StopReason.MODEL_ERROR, keep_text=True)
+
+    def _brake(self, run: Run) -> StopReason | None:
+        limits = self.limits
+        if run.steps >= limits.max_steps:
+            return StopReason.MAX_STEPS
+        if run.elapsed_s >= limits.max_seconds:
+            return StopReason.MAX_SECONDS
+        upcoming = self._upcoming_input(run)
+        if run.usage.input_tokens + upcoming > limits.max_input_tokens:
+            return StopReason.MAX_INPUT_TOKENS
+        if run.usage.output_tokens >= limits.max_output_tokens:
+            return StopReason.MAX_OUTPUT_TOKENS
+        if run.usage.total_tokens + upcoming > limits.max_total_tokens:
+            return StopReason.MAX_TOTAL_TOKENS
+        if run.cost_usd >= limits.max_cost_usd:
+            return StopReason.MAX_COST
+        return None
+
+    def _upcoming_input(self, run: Run) -> int:
+        """What the next model call will read at least: system, tool definitions, conversation."""
+        tools = self.visible_tools(run)
+        key = tuple(t.name for t in tools)
+        cached = self._definition_cache.get(key)
+        if cached is None:
+            cached = self._definition_cache[key] = _definition_tokens(tools)
+        return cached + count_tokens(self.system or "") + conversation_tokens(run.messages)
+
+    def visible_tools(self, run: Run) -> list[Tool]:
+        """The tools offered to the model in this step (tool search narrows them per run)."""
+        visible = run.context.visible_tools
+        tools = [t for t in self.gate.toolbox if visible is None or t.name in visible]
+        if run.context.extra.get("handles"):
+            tools.extend(self.gate.builtins)
+        return tools
+
+    async def _ask_model(self, run: Run, started: float) -> Any:
+        messages = await self._fit_context(run)
+        tools = self.visible_tools(run)
+        request = ModelRequest(
+            messages=list(messages),
+            tools=tools,
+            system=self.system,
+            max_output_tokens=self.limits.max_output_tokens_per_call,
+        )
+        remaining = max(0.1, self.limits.max_seconds - (time.monotonic() - started))
+        try:
+            with anyio.fail_after(remaining):
+                response = await self.model.complete(request)
+        except (ModelError, TimeoutError) as exc:
+            logger.warning("model call failed in run %s: %s", run.id, exc)
+            run.final_text = f"The model could not be reached ({type(exc).__name__}: {str(exc)[:200]})."
+            return None
+        self._account(run, response.usage, response.model or getattr(self.model, "name", ""))
+        definition_tokens = self._definition_cache.get(tuple(t.name for t in tools))
+        if definition_tokens is None:
+            definition_tokens = _definition_tokens(tools)
+        run.tool_definition_tokens += definition_tokens
+        self._emit(
+            run,
+            "model_call",
+            step=run.steps + 1,
+            tools_offered=len(tools),
+            definition_tokens=definition_tokens,
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            stop_reason=response.stop_reason,
+        )
+        return response
+
+    async def _fit_context(self, run: Run) -> list[Message]:
+        manager = self.context
+        messages, dropped = manager.trim(run.messages)
+        if dropped:
+            run.messages = messages
+            self._emit(run, "context_trimmed", tokens_dropped=dropped)
+        if conversation_tokens(messages) <= manager.max_tokens or not manager.summarise:
+            return messages
+        split = manager.summary_split(messages)
+        if split <= 1:
+            return messages
+        head, tail = messages[:split], messages[split:]
+        request = ModelRequest(messages=[UserMessage(content=manager.summary_request_text(head))], tools=[])
+        try:
+            response = await self.model.complete(request)
+        except ModelError:
+            return messages
+        self._account(run, response.usage, response.model)
+        summary = UserMessage(
+            content=f"[Summary of the earlier conversation, written to save context]\n{response.text}"
+        )
+        run.messages = [summary, *tail]
+        self._emit(run, "context_summarised", messages_replaced=len(head))
+        return run.messages
+
+    async def _run_calls(self, run: Run, calls: list[ToolCall]) -> list[tuple[ToolCall, ToolResult]]:
+        allowed = calls[: self.limits.max_tool_calls_per_step]
+        results: dict[int, ToolResult] = {}
+        for call in calls:
+            self._emit(run, "tool_call", call_id=call.id, name=call.name, arguments=call.arguments)
+
+        async def one(index: int, call: ToolCall) -> None:
+            results[index] = await self.gate.call(call, run.principal, run.context)
+
+        async with anyio.create_task_group() as group:
+            for index, call in enumerate(allowed):
+                group.start_soon(one, index, call)
+        for index in range(len(allowed), len(calls)):
+            error = ToolError(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"At most {self.limits.max_tool_calls_per_step} tool calls per step; this one was not run. Ask "
+                "for fewer calls at once.",
+            )
+            results[index] = ToolResult(
+                call_id=calls[index].id,
+                name=calls[index].name,
+                is_error=True,
+                content=error.message,
+                error=error,
+            )
+        run.tool_calls += len(allowed)
+        return [(calls[i], results[i]) for i in range(len(calls))]
+
+    def _record_result(self, run: Run, call: ToolCall, result: ToolResult) -> None:
+        if result.handle:
+            run.context.extra.setdefault("handles", []).append(result.handle)
+        run.messages.append(
+            ToolResultMessage(
+                call_id=call.id,
+                name=call.name,
+                content=result.content,
+                is_error=result.is_error,
+                trust=result.trust,
+                source=result.provenance.source if result.provenance else "gate",
+                error_code=str(result.error.code) if result.error else None,
+            )
+        )
+        self._emit(
+            run,
+            "tool_result",
+            call_id=call.id,
+            name=call.name,
+            is_error=result.is_error,
+            error_code=str(result.error.code) if result.error else None,
+            replayed=result.replayed,
+            trust=str(result.trust),
+            handle=result.handle,
+            content=result.content,
+        )
+
+    def _account(self, run: Run, usage: Usage, model: str) -> None:
+        run.usage = run.usage + usage
+        cost = _cost(model, usage)
+        if cost:
+            run.cost_usd += cost
+
+    # -- endings -------------------------------------------------------------------------------------
+
+    async def _finish(self, run: Run) -> Run:
+        run.status = RunStatus.FINISHED
+        run.stop_reason = StopReason.COMPLETED
+        self._emit(
+            run, "run_finished", status=str(run.status), stop_reason=str(run.stop_reason), text=run.final_text
+        )
+        await self._save(run)
+        return run
+
+    async def _pause(self, run: Run) -> Run:
+        run.status = RunStatus.PAUSED
+        run.stop_reason = StopReason.APPROVAL_REQUIRED
+        tools = ", ".join(p.tool for p in run.pending)
+        run.final_text = f"Waiting for a human to approve: {tools}. The run resumes once it is decided."
+        self._emit(run, "run_paused", pending=[p.approval_id for p in run.pending])
+        await self._save(run)
+        return run
+
+    async def _stop(self, run: Run, reason: StopReason, *, keep_text: bool = False) -> Run:
+        run.status = RunStatus.STOPPED
+        run.stop_reason = reason
+        if not keep_text or not run.final_text:
+            run.final_text = _brake_message(run, reason)
+        self._emit(run, "run_finished", status=str(run.status), stop_reason=str(reason), text=run.final_text)
+        await self._save(run)
+        return run
+
+    # -- persistence -----------------------------------------------------------------------------------
+
+    async def _save(self, run: Run) -> None:
+        self._live[run.id] = run
+        try:
+            await self.store.runs.save(
+                run.id,
+                tenant=run.principal.tenant,
+                status=str(run.status),
+                state_json=run.to_json(),
+                now=time.time(),
+            )
+        except Exception:
+            logger.exception("could not save run %s", run.id)
+
+    async def _load(self, run_id: str, principal: Principal | None) -> Run:
+        tenant = principal.tenant if principal else None
+        saved = await self.store.runs.load(run_id, tenant=tenant)
+        if saved is not None:
+            return Run.from_json(saved.state_json)
+        if run_id in self._live and (
+            principal is None or self._live[run_id].principal.tenant == principal.tenant
+        ):
+            return self._live[run_id]
+        from ..exceptions import UserError
+
+        raise UserError(f"no run {run_id!r} in this agent's store")
+
+    def _emit(self, run: Run, kind: str, **data: Any) -> None:
+        event = {"type": kind, "run_id": run.id, **data}
+        run.events.append(event)
+        if self.on_event is not None:
+            try:
+                self.on_event(event)
+            except Exception:
+                logger.exception("on_event callback failed")
+
+
+def _definition_tokens(tools: list[Tool]) -> int:
+    if not tools:
+        return 0
+    from ..tools.export import export_definitions
+
+    return export_definitions(tools, "anthropic").total_tokens
+
+
+def _cost(model: str, usage: Usage) -> float | None:
+    try:
+        from ..models.pricing import cost_usd
+    except ImportError:
+        return None
+    try:
+        return cost_usd(model, usage)
+    except Exception:
+        return None
+
+
+def _brake_message(run: Run, reason: StopReason) -> str:
+    why = _REASONS.get(reason, str(reason))
+    found = [m for m in run.messages if isinstance(m, ToolResultMessage) and not m.is_error][-3:]
+    last_text = next(
+        (m.text for m in reversed(run.messages) if isinstance(m, AssistantMessage) and m.text), ""
+    )
+    text = f"I stopped before finishing because {why}."
+    if found:
+        text += " What I found so far: " + "; ".join(f"{m.name}: {m.content[:160]}" for m in found) + "."
+    if last_text:
+        text += f" My last note: {last_text[:300]}"
+    return text

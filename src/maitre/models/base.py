@@ -1,0 +1,96 @@
+"""The `Model` protocol: messages and tool definitions in; text, tool calls, usage and a stop reason out.
+
+Every adapter (Anthropic, OpenAI Chat Completions and Responses, OpenAI-compatible local servers,
+the scripted model) implements `complete`. Adapters translate the provider-neutral messages of
+`maitre.agent.messages` to their wire format, send the toolbox's definitions in the provider's
+format (with provider-safe names, mapped back to canonical names in the returned calls), and never
+raise for a model's content: only transport failures (after the SDK's own retries) raise
+`ModelError`, which the agent loop turns into a stop reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from ..exceptions import MaitreError
+from ..types import ToolCall
+
+if TYPE_CHECKING:
+    from ..agent.messages import Message
+    from ..tools import Tool
+
+__all__ = ["Model", "ModelError", "ModelRequest", "ModelResponse", "StopReason", "Usage"]
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "error", "other"]
+
+
+@dataclass(kw_only=True)
+class Usage:
+    """Tokens one model call consumed, as the provider reported them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+        }
+
+
+@dataclass(kw_only=True)
+class ModelRequest:
+    """One call to a model."""
+
+    messages: list[Message]
+    tools: list[Tool] = field(default_factory=list)
+    """The tools the model may call in this step (already filtered by tool search, if any)."""
+    system: str | None = None
+    max_output_tokens: int = 4096
+
+
+@dataclass(kw_only=True)
+class ModelResponse:
+    """What the model answered."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    """Calls with canonical tool names (adapters map provider-safe names back)."""
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: StopReason = "end_turn"
+    model: str = ""
+    """The model that answered (for pricing)."""
+    raw: Any = None
+    """The provider's response object, for debugging; never persisted."""
+
+
+class ModelError(MaitreError):
+    """The model could not be reached or answered with an error after retries."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+
+
+@runtime_checkable
+class Model(Protocol):
+    """**Protocol:** `async complete(request) -> ModelResponse`, plus a `name` for pricing and logs."""
+
+    name: str
+
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...
