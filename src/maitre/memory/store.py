@@ -680,7 +680,7 @@ class MemoryStore:
         self._cache.put(scope, version, np.asarray(seqs, dtype=np.int64), matrix)
         hits = self._cache.search(scope, version, qvec, _CANDIDATES)
         if hits is None:  # too large to cache: search the loaded matrix directly
-            sims = matrix @ qvec
+            sims = np.einsum("ij,j->i", matrix, qvec)
             top = np.argsort(-sims)[:_CANDIDATES]
             hits = [(int(seqs[i]), float(sims[i])) for i in top]
         return hits

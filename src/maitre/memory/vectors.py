@@ -88,7 +88,9 @@ class _UserVectors:
     def search(self, query: NDArray[np.float32], limit: int) -> list[tuple[int, float]]:
         if self.active == 0:
             return []
-        sims = self.buf[: self.n] @ query
+        # einsum, not `@`: a matrix-vector product this small is memory-bound, and OpenBLAS would
+        # spread it over threads that, on a busy host, wait for cores (15 ms instead of 1.5 ms here).
+        sims = np.einsum("ij,j->i", self.buf[: self.n], query)
         sims[self.seqs[: self.n] < 0] = -np.inf
         limit = min(limit, self.active)
         top = np.argpartition(-sims, limit - 1)[:limit] if limit < self.n else np.arange(self.n)
