@@ -1,4 +1,4 @@
-"""`maitre demo` tells its story through the real gate, as text and as JSON Lines."""
+"""`maitre demo` tells the seeds' story through the real runtime, for people and as JSON Lines."""
 
 import json
 
@@ -6,19 +6,59 @@ from typer.testing import CliRunner
 
 from maitre.cli import app
 
+REQUIRED_TYPES = {
+    "tool_call",
+    "tool_result",
+    "approval_requested",
+    "approval_decided",
+    "run_paused",
+    "run_resumed",
+    "run_finished",
+    "audit_verified",
+}
 
-def test_demo_json_lines_show_each_guard():
-    result = CliRunner().invoke(app, ["demo", "--json"])
+
+def events() -> list[dict]:
+    result = CliRunner().invoke(app, ["demo", "--json", "--model", "scripted"])
     assert result.exit_code == 0, result.output
-    events = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
-    codes = [e["error_code"] for e in events if e["type"] == "tool_result"]
-    assert codes[0] is None
-    assert "INVALID_ARGUMENTS" in codes and "TIMEOUT" in codes and "LOOP_DETECTED" in codes
-    assert any(e.get("handle") for e in events if e["type"] == "tool_result")
-    assert events[-1]["type"] == "run_finished"
+    return [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
 
 
-def test_demo_renders_for_people():
-    result = CliRunner().invoke(app, ["demo"])
-    assert result.exit_code == 0
-    assert "LOOP_DETECTED" in result.output and "TIMEOUT" in result.output
+def test_demo_json_lines_tell_the_whole_story():
+    story = events()
+    assert {e["type"] for e in story} >= REQUIRED_TYPES
+    by_chapter: dict[str, list[dict]] = {}
+    for event in story:
+        by_chapter.setdefault(event.get("chapter", ""), []).append(event)
+
+    weekend_calls = [e["name"] for e in by_chapter["weekend"] if e["type"] == "tool_call"]
+    assert weekend_calls == ["weekend.get_weather", "weekend.find_events"]
+
+    order_codes = [e["error_code"] for e in by_chapter["order"] if e["type"] == "tool_result"]
+    assert order_codes == ["INVALID_ARGUMENTS", None]
+
+    refund = [e["type"] for e in by_chapter["refund"]]
+    assert refund.index("approval_requested") < refund.index("run_paused") < refund.index("approval_decided")
+    assert refund.index("approval_decided") < refund.index("run_resumed")
+    retry = [e for e in by_chapter["refund-retry"] if e["type"] == "tool_result"]
+    assert retry[0]["replayed"] is True and retry[0]["error_code"] is None
+
+    loop_codes = [e["error_code"] for e in by_chapter["loop"] if e["type"] == "tool_result"]
+    assert loop_codes.count("LOOP_DETECTED") == 2
+    loop_end = [e for e in by_chapter["loop"] if e["type"] == "run_finished"][-1]
+    assert loop_end["stop_reason"] == "loop_detected"
+
+    injection = by_chapter["injection"]
+    assert next(e for e in injection if e["type"] == "tool_result")["trust"] == "untrusted"
+    assert [e["status"] for e in injection if e["type"] == "approval_decided"] == ["denied"]
+    assert "APPROVAL_DENIED" in [e["error_code"] for e in injection if e["type"] == "tool_result"]
+
+    (audit,) = [e for e in story if e["type"] == "audit_verified"]
+    assert audit["ok"] is True and audit["entries"] >= 12
+
+
+def test_demo_renders_for_people_and_nothing_unwanted_happened():
+    result = CliRunner().invoke(app, ["demo", "--model", "scripted"])
+    assert result.exit_code == 0, result.output
+    assert "refunds issued: 1" in result.output and "emails sent: 0" in result.output
+    assert "hash chain intact" in result.output

@@ -167,12 +167,15 @@ class Agent:
                 await self.gate.approvals.deny(approval_id, decision.approver, decision.message or "denied")
         run.status = RunStatus.RUNNING
         run.stop_reason = None
-        self._emit(run, "run_resumed", pending=len(run.pending))
         still_pending: list[PendingCall] = []
-        results: list[tuple[PendingCall, ToolResult]] = []
+        ready: list[PendingCall] = []
         for pending in run.pending:
             request = await self.gate.approvals.get(pending.approval_id)
-            if request is not None and request.status != "pending":
+            if request is not None and request.status == "pending":
+                still_pending.append(pending)
+                continue
+            ready.append(pending)
+            if request is not None:
                 self._emit(
                     run,
                     "approval_decided",
@@ -182,9 +185,9 @@ class Agent:
                     approver=request.approver,
                     edited=request.edited_arguments is not None,
                 )
-            if request is not None and request.status == "pending":
-                still_pending.append(pending)
-                continue
+        self._emit(run, "run_resumed", ready=len(ready), still_pending=len(still_pending))
+        results: list[tuple[PendingCall, ToolResult]] = []
+        for pending in ready:
             result = await self.gate.call(
                 pending.call, run.principal, run.context, approval_id=pending.approval_id
             )
@@ -518,7 +521,9 @@ def _cost(model: str, usage: Usage) -> float | None:
 
 def _brake_message(run: Run, reason: StopReason) -> str:
     why = _REASONS.get(reason, str(reason))
-    found = [m for m in run.messages if isinstance(m, ToolResultMessage) and not m.is_error][-3:]
+    found = list(
+        {m.content: m for m in run.messages if isinstance(m, ToolResultMessage) and not m.is_error}.values()
+    )[-3:]
     last_text = next(
         (m.text for m in reversed(run.messages) if isinstance(m, AssistantMessage) and m.text), ""
     )

@@ -1,111 +1,140 @@
-"""`maitre demo`: a short story told through the real gate, offline and deterministic.
+"""`maitre demo`: the seeds' story in the terminal (rich) or as JSON Lines (`--json`).
 
-A valid call; a malformed id answered with a teaching error and fixed; a hanging tool stopped at
-its deadline; a repeated call caught by the loop guard; an oversized result cut and paged.
+Offline by default: SQLite in a temporary folder and the scripted model. With ANTHROPIC_API_KEY or
+OPENAI_API_KEY set, or `--model openai-compatible:URL`, the same story runs on a real model.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
 
 import anyio
 import typer
-from pydantic import Field
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
-from ..gate import Gate
-from ..tools import Toolbox
-from ..types import Principal, ToolCall, ToolResult
+from ..demo import run_story, scripted_model
+from ..exceptions import UserError
+from ..stores import open_stores
 
-__all__ = ["build_demo_toolbox", "demo_command", "run_demo"]
-
-OrderId = Annotated[
-    str, Field(pattern=r"^A[0-9]{4}$", description="Order id: the letter A then 4 digits, like A1042")
-]
+__all__ = ["demo_command", "model_from_spec"]
 
 
-def build_demo_toolbox() -> Toolbox:
-    box = Toolbox()
+def model_from_spec(spec: str | None) -> Any:
+    """`scripted`, `anthropic[:MODEL]`, `openai[:MODEL]`, `openai-compatible:URL[#MODEL]`; None picks from env."""
+    if spec is None:
+        if os.environ.get("ANTHROPIC_API_KEY"):
+            spec = "anthropic"
+        elif os.environ.get("OPENAI_API_KEY"):
+            spec = "openai"
+        else:
+            spec = "scripted"
+    kind, _, rest = spec.partition(":")
+    if kind == "scripted":
+        return scripted_model()
+    if kind == "anthropic":
+        from ..models.anthropic import AnthropicModel
 
-    @box.tool
-    def get_order(order_id: OrderId) -> dict[str, Any]:
-        """Look up one order by its id. Use it when the user asks about status or delivery date.
-        Do not use it to search by customer name."""
-        return {"order_id": order_id, "status": "shipped", "arrives": "Friday", "total_inr": 1200}
+        return AnthropicModel(rest) if rest else AnthropicModel()
+    if kind == "openai":
+        from ..models.openai import OpenAIChatModel
 
-    @box.tool(timeout=0.3)
-    async def get_courier_eta(order_id: OrderId) -> str:
-        """Ask the courier for a live ETA. Use it only after get_order says shipped. Do not use it for
-        orders that are not shipped."""
-        await anyio.sleep(5)  # the courier never answers
-        return "never"
+        return OpenAIChatModel(rest or "gpt-4.1-mini")
+    if kind == "openai-compatible":
+        from ..models.openai_compat import OpenAICompatibleModel
 
-    @box.tool(max_result_tokens=64)
-    def read_order_log(order_id: OrderId) -> str:
-        """Read the raw event log of an order. Use it only to debug a stuck order. Do not use it for
-        status questions."""
-        return "\n".join(f"2026-03-{1 + i % 28:02d} event {i}: scanned at hub {i % 7}" for i in range(200))
-
-    return box
-
-
-STORY: list[tuple[str, str, Any]] = [
-    ("A valid call", "get_order", {"order_id": "A1042"}),
-    ("A malformed id: the error teaches", "get_order", {"order_id": "1042"}),
-    ("The model fixes its call", "get_order", {"order_id": "A1042"}),
-    ("A tool that hangs is stopped at its deadline", "get_courier_eta", {"order_id": "A1042"}),
-    ("An oversized result is cut, the rest kept behind a handle", "read_order_log", {"order_id": "A1042"}),
-    ("The same call a third time: the loop guard fires", "get_order", {"order_id": "A1042"}),
-]
-
-
-async def run_demo(emit: Any) -> list[ToolResult]:
-    gate = Gate(build_demo_toolbox())
-    principal = Principal(user="demo-user", tenant="demo")
-    run = gate.new_run(principal)
-    results = []
-    for i, (title, name, arguments) in enumerate(STORY, start=1):
-        call = ToolCall(id=f"call_{i}", name=name, arguments=arguments, run_id=run.run_id)
-        emit({"type": "tool_call", "step": i, "title": title, "name": name, "arguments": arguments})
-        result = await gate.call(call, principal, run)
-        results.append(result)
-        emit(
-            {
-                "type": "tool_result",
-                "step": i,
-                "name": name,
-                "is_error": result.is_error,
-                "error_code": str(result.error.code) if result.error else None,
-                "replayed": result.replayed,
-                "handle": result.handle,
-                "content": result.content,
-            }
-        )
-    emit({"type": "run_finished", "calls": len(results), "errors": sum(r.is_error for r in results)})
-    return results
+        url, _, model = rest.partition("#")
+        if not url:
+            raise UserError("use --model openai-compatible:http://127.0.0.1:11434/v1#MODEL")
+        return OpenAICompatibleModel(url, model or "local")
+    raise UserError(
+        f"unknown model {spec!r}: use scripted, anthropic[:MODEL], openai[:MODEL] or openai-compatible:URL"
+    )
 
 
 def demo_command(
     as_json: bool = typer.Option(False, "--json", help="Print the run as JSON Lines, one event per line"),
+    model: str | None = typer.Option(
+        None, "--model", help="scripted | anthropic[:M] | openai[:M] | openai-compatible:URL[#M]"
+    ),
+    db: str | None = typer.Option(None, "--db", help="Keep the store here instead of a temporary folder"),
 ) -> None:
-    """Run the offline demo through the real gate."""
+    """Tell the seeds' story through the real agent loop, gate and store."""
     console = Console()
+    render = _Renderer(console)
 
     def emit(event: dict[str, Any]) -> None:
         if as_json:
-            typer.echo(json.dumps(event, ensure_ascii=False))
-            return
-        if event["type"] == "tool_call":
-            console.rule(f"[bold]{event['step']}. {event['title']}")
-            console.print(f"[cyan]model proposes[/cyan] {event['name']}({json.dumps(event['arguments'])})")
-        elif event["type"] == "tool_result":
-            style = "red" if event["is_error"] else "green"
-            label = event["error_code"] or "ok"
-            console.print(Panel(escape(event["content"]), title=f"[{style}]{label}[/{style}]", expand=False))
-        elif event["type"] == "run_finished":
-            console.rule(f"[bold]{event['calls']} calls, {event['errors']} refused or failed, 0 exceptions")
+            typer.echo(json.dumps(_public(event), ensure_ascii=False, default=str))
+        else:
+            render(event)
 
-    anyio.run(run_demo, emit)
+    async def main(path: str) -> dict[str, Any]:
+        async with await open_stores(path) as stores:
+            return await run_story(model_from_spec(model), stores, emit)
+
+    try:
+        if db:
+            outcome = anyio.run(main, db)
+        else:
+            with tempfile.TemporaryDirectory(prefix="maitre-demo-") as folder:
+                outcome = anyio.run(main, str(Path(folder) / "maitre.db"))
+    except UserError as exc:
+        Console(stderr=True).print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    if not as_json:
+        world = outcome["world"]
+        console.rule("[bold]What happened in the world")
+        console.print(f"refunds issued: {len(world.refunds)} {world.refunds}")
+        console.print(f"emails sent: {len(world.emails)}")
+    raise typer.Exit(0 if outcome["audit"].ok else 1)
+
+
+def _public(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in event.items() if k != "raw"}
+
+
+class _Renderer:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        c = self.console
+        kind = event["type"]
+        if kind == "chapter":
+            c.rule(f"[bold]{escape(event['title'])}")
+            c.print(f"[bold]user:[/bold] {escape(event['goal'])}")
+        elif kind == "tool_call":
+            c.print(
+                f"[cyan]model proposes[/cyan] {escape(event['name'])}({escape(json.dumps(event['arguments'], ensure_ascii=False))})"
+            )
+        elif kind == "tool_result":
+            label = event["error_code"] or ("replayed" if event["replayed"] else "ok")
+            style = "red" if event["is_error"] else ("magenta" if event["replayed"] else "green")
+            trust = " [yellow](untrusted)[/yellow]" if event.get("trust") == "untrusted" else ""
+            c.print(
+                Panel(
+                    escape(event["content"][:600]), title=f"[{style}]{label}[/{style}]{trust}", expand=False
+                )
+            )
+        elif kind == "approval_requested":
+            c.print(
+                f"[yellow]approval requested[/yellow] {event['approval_id'][:16]}… for {event['tool']} {json.dumps(event['arguments'])}"
+            )
+        elif kind == "run_paused":
+            c.print("[yellow]run paused[/yellow] (saved; it can resume in any process)")
+        elif kind == "approval_decided":
+            c.print(f"[yellow]human decision[/yellow]: {event['status']} by {event['approver']}")
+        elif kind == "run_resumed":
+            c.print("[yellow]run resumed[/yellow]")
+        elif kind == "run_finished":
+            c.print(f"[bold]{event['stop_reason']}[/bold]: {escape(event['text'])}")
+        elif kind == "audit_verified":
+            ok = "[green]intact[/green]" if event["ok"] else f"[red]broken at {event['first_bad_seq']}[/red]"
+            c.rule("[bold]The audit log")
+            c.print(f"hash chain {ok}: {event['entries']} entries, head {event['last_hash'][:16]}…")
