@@ -308,10 +308,11 @@ def normalise_value(value: str) -> str:
 #: A few words of what common keys mean, added to the indexed text so that "where do I live" or
 #: "which company do I work for" find `city` and `employer` by word as well as by meaning.
 KEY_HINTS: dict[str, str] = {
-    "city": "where I live, home",
+    "city": "where I live, home, near me",
     "hometown": "where I grew up",
     "diet": "what I eat",
-    "allergy": "allergic to",
+    "allergy": "allergic to, must avoid",
+    "budget": "how much I like to spend",
     "employer": "company I work for",
     "occupation": "job, work",
     "language": "languages I speak",
@@ -329,10 +330,11 @@ KEY_HINTS: dict[str, str] = {
 def fact_text(key: str, value: str) -> str:
     """The text that is embedded and full-text indexed for a fact: `"favourite colour: blue"`.
 
-    Keys in `KEY_HINTS` get their hint in brackets: `"city (where I live, home): Bengaluru"`.
+    Keys in `KEY_HINTS` get their hint in brackets: `"city (where I live, home, near me): Bengaluru"`;
+    `favourite_*` keys get "what I like".
     """
     words = key.replace("_", " ")
-    hint = KEY_HINTS.get(key)
+    hint = KEY_HINTS.get(key) or ("what I like" if key.startswith("favourite_") else None)
     return f"{words} ({hint}): {value}" if hint else f"{words}: {value}"
 
 
