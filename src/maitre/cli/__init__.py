@@ -9,6 +9,7 @@ import typer
 
 from . import governance, runs, tools_cmds
 from .demo import demo_command
+from .mcp_cmds import mcp_app, serve_command
 
 __all__ = ["app", "main"]
 
@@ -22,6 +23,8 @@ app.add_typer(tools_cmds.app, name="tools")
 app.add_typer(governance.approvals_app, name="approvals")
 app.add_typer(governance.audit_app, name="audit")
 app.add_typer(runs.app, name="runs")
+app.add_typer(mcp_app, name="mcp")
+app.command("serve")(serve_command)
 app.command("demo")(demo_command)
 
 
