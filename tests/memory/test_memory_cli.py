@@ -134,3 +134,36 @@ def test_postgres_db_url_with_schema() -> None:
     finally:
         store.backend.drop_schema()  # type: ignore[attr-defined]
         store.close()
+
+
+@pytest.mark.anyio
+async def test_serve_exposes_the_memory_tools_over_mcp_stdio(tmp_path: Path) -> None:
+    import sys
+
+    from mcp import Client, StdioServerParameters
+
+    db = str(tmp_path / "served.db")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-c",
+            "from maitre.cli.memory import app; app()",
+            "serve",
+            "--user",
+            "asha",
+            "--tenant",
+            "acme",
+            "--db",
+            db,
+        ],
+    )
+    async with Client(params, mode="2026-07-28") as client:
+        names = sorted(t.name for t in (await client.list_tools()).tools)
+        saved = await client.call_tool("memory.save_memory", {"key": "city", "value": "Bengaluru"})
+        found = await client.call_tool("memory.search_memory", {"query": "which city do I live in"})
+    assert names == ["memory.forget_memory", "memory.save_memory", "memory.search_memory"]
+    assert not saved.is_error and saved.structured_content["current"]["value"] == "Bengaluru"
+    assert [f["value"] for f in found.structured_content["facts"]] == ["Bengaluru"]
+    store = MemoryStore.sqlite(db)
+    assert store.current("asha", "city", tenant="acme").value == "Bengaluru"  # type: ignore[union-attr]
+    store.close()

@@ -4,6 +4,10 @@
 `postgresql://...?schema=NAME` (schema defaults to `maitre_memory`). If the application keys its
 tombstones with its own secret, pass the name of the environment variable holding it with
 `--secret-env`, so that what is forgotten here stays forgotten there.
+
+`serve` exposes the memory tools (`save_memory`, `search_memory`, `forget_memory`) over MCP on stdio
+for one user, every call through the gate. To serve many users over HTTP with authenticated
+principals, serve a factory returning `memory_toolbox(store)` with `maitre serve --transport http`.
 """
 
 from __future__ import annotations
@@ -36,8 +40,8 @@ SECRET_ENV = typer.Option(
 )
 
 
-def open_memory(db: str, *, secret_env: str | None = None) -> MemoryStore:
-    """Open the memory store named by a `--db` value."""
+def open_memory(db: str, *, secret_env: str | None = None, create: bool = False) -> MemoryStore:
+    """Open the memory store named by a `--db` value (a missing SQLite file is an error unless `create`)."""
     secret = None
     if secret_env:
         secret = os.environ.get(secret_env)
@@ -50,7 +54,7 @@ def open_memory(db: str, *, secret_env: str | None = None) -> MemoryStore:
         dsn = urlunsplit(parts._replace(query=urlencode(query)))
         return MemoryStore.postgres(dsn, schema=schema, secret=secret)
     path = db.removeprefix("sqlite:///") if db.startswith("sqlite:///") else db
-    if path != ":memory:" and not Path(path).exists():
+    if path != ":memory:" and not create and not Path(path).exists():
         raise UserError(f"No memory database at {path}.")
     return MemoryStore.sqlite(path, secret=secret)
 
@@ -165,3 +169,33 @@ def forget_command(
     console.print(table)
     if report.facts == 0:
         raise typer.Exit(code=1)
+
+
+@app.command("serve")
+def serve_command(
+    user: str = USER,
+    db: str = DB,
+    tenant: str = TENANT,
+    secret_env: str | None = SECRET_ENV,
+) -> None:
+    """Serve this user's memory tools over MCP on stdio (creates the SQLite file if needed)."""
+    import anyio
+
+    from ..mcp.app import MCPApp
+    from ..mcp.server import GovernedServer, ServerOptions
+    from ..mcp.transports import serve_stdio
+    from ..memory import memory_toolbox
+    from ..types import Principal
+
+    try:
+        store = open_memory(db, secret_env=secret_env, create=True)
+    except UserError as exc:
+        raise _fail(exc) from None
+    server = GovernedServer(
+        MCPApp(memory_toolbox(store), name="maitre-memory"),
+        ServerOptions(principal=Principal(user=user, tenant=tenant)),
+    )
+    try:
+        anyio.run(serve_stdio, server)
+    finally:
+        store.close()
