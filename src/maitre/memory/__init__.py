@@ -25,11 +25,11 @@ from .store import MemoryStore
 from .toolbox import memory_toolbox
 
 __all__ = [
-    "DEFAULT_MULTI_VALUED",
-    "DEFAULT_PROFILE_KEYS",
     "AsyncExtractor",
     "AsyncMemoryStore",
     "Candidate",
+    "DEFAULT_MULTI_VALUED",
+    "DEFAULT_PROFILE_KEYS",
     "DeleteReport",
     "Extractor",
     "Fact",
