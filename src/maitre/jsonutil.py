@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Any
 from uuid import UUID
 
-__all__ = ["canonical_json", "compact_json", "sha256_hex", "to_jsonable"]
+__all__ = ["canonical_json", "compact_json", "dump_jsonable", "sha256_hex", "to_jsonable"]
 
 
 def _default(value: Any) -> Any:
@@ -49,9 +49,22 @@ def compact_json(value: Any) -> str:
 
 def to_jsonable(value: Any) -> Any:
     """Turn pydantic models, Decimals, dates, ... into plain JSON data."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return json.loads(compact_json(value))
+    return dump_jsonable(value)[1]
+
+
+def dump_jsonable(value: Any) -> tuple[str, Any]:
+    """(compact JSON text, plain JSON data) with one serialisation when the value is already plain."""
+    converted = False
+
+    def default(item: Any) -> Any:
+        nonlocal converted
+        converted = True
+        return _default(item)
+
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=default)
+    if isinstance(value, tuple) or converted:
+        return text, json.loads(text)
+    return text, value
 
 
 def sha256_hex(text: str) -> str:

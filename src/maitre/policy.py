@@ -119,6 +119,9 @@ class DefaultPolicy:
     """When set, only principals with this role may approve."""
     taint_requires_approval: bool = True
     """Untrusted content in the run makes open-world writes need approval."""
+    uses_arguments: bool = False
+    """The matrix reads metadata only, so the gate need not serialise arguments for it (a policy
+    without this attribute is given the validated arguments)."""
 
     def decide(self, request: PolicyRequest) -> PolicyDecision:
         tool, principal = request.tool, request.principal

@@ -40,7 +40,9 @@ def _denied(ctx: CallContext, rule: str) -> ToolError:
 async def authorize(ctx: CallContext) -> ToolError | None:
     tool = ctx.tool
     assert tool is not None
-    arguments = validated_arguments(ctx)
+    policy = ctx.gate.policy
+    needs_arguments = tool.owner is not None or getattr(policy, "uses_arguments", True)
+    arguments = validated_arguments(ctx) if needs_arguments else {}
     if tool.owner is not None:
         try:
             owned = tool.owner(ctx.principal, arguments)

@@ -47,6 +47,14 @@ __all__ = ["DEFAULT_STAGES", "Gate", "Recorder"]
 logger = logging.getLogger("maitre.gate")
 _tracer = trace.get_tracer("maitre.gate")
 
+
+def _tracing() -> bool:
+    """True once the host has installed an OpenTelemetry SDK; until then spans would be no-ops,
+    and skipping them keeps a call's fixed cost low."""
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 DEFAULT_STAGES: tuple[Stage, ...] = (
     resolve,
     decode,
@@ -185,36 +193,44 @@ class Gate:
             run.principal = principal
         ctx = CallContext(gate=self, call=call, principal=principal, run=run)
         ctx.extra.update(options)
-        with _tracer.start_as_current_span("maitre.tool_call") as span:
-            error: ToolError | None = None
-            for stage in self.stages:
-                error = await stage(ctx)
-                if error is not None:
-                    break
-            result: ToolResult | None = None
-            if error is None:
-                shaped = await shape_output(ctx)
-                if isinstance(shaped, ToolError):
-                    error = shaped
-                else:
-                    result = shaped
+        if _tracing():
+            with _tracer.start_as_current_span("maitre.tool_call") as span:
+                result = await self._run_stages(ctx)
+                if span.is_recording():
+                    span.set_attribute("maitre.tool", ctx.tool.name if ctx.tool else str(call.name)[:200])
+                    span.set_attribute("maitre.decision", ctx.decision)
+                    span.set_attribute("maitre.is_error", result.is_error)
+                    if result.error is not None:
+                        span.set_attribute("maitre.error_code", str(result.error.code))
+        else:
+            result = await self._run_stages(ctx)
+        for recorder in self.recorders:
+            await recorder(ctx, result)
+        return result
+
+    async def _run_stages(self, ctx: CallContext) -> ToolResult:
+        run = ctx.run
+        error: ToolError | None = None
+        for stage in self.stages:
+            error = await stage(ctx)
             if error is not None:
-                error = count_invalid(ctx, error)
-            error = note_outcome(ctx, error)
-            if error is not None:
-                ctx.error = error
-                result = shape_error(ctx, error)
-            assert result is not None
-            for settle in self._settlers:
-                await settle(ctx, result)
-            if ctx.executed and ctx.tool is not None and ctx.tool.trust is Trust.UNTRUSTED:
-                run.tainted = True
-            if span.is_recording():
-                span.set_attribute("maitre.tool", ctx.tool.name if ctx.tool else str(call.name)[:200])
-                span.set_attribute("maitre.decision", ctx.decision)
-                span.set_attribute("maitre.is_error", result.is_error)
-                if result.error is not None:
-                    span.set_attribute("maitre.error_code", str(result.error.code))
-            for recorder in self.recorders:
-                await recorder(ctx, result)
-            return result
+                break
+        result: ToolResult | None = None
+        if error is None:
+            shaped = await shape_output(ctx)
+            if isinstance(shaped, ToolError):
+                error = shaped
+            else:
+                result = shaped
+        if error is not None:
+            error = count_invalid(ctx, error)
+        error = note_outcome(ctx, error)
+        if error is not None:
+            ctx.error = error
+            result = shape_error(ctx, error)
+        assert result is not None
+        for settle in self._settlers:
+            await settle(ctx, result)
+        if ctx.executed and ctx.tool is not None and ctx.tool.trust is Trust.UNTRUSTED:
+            run.tainted = True
+        return result

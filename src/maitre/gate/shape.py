@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..jsonutil import compact_json, to_jsonable
+from ..jsonutil import compact_json, dump_jsonable
 from ..tokens import count_tokens, truncate_to_tokens
 from ..types import ErrorCode, Provenance, ToolError, ToolResult, Trust
 from .base import CallContext
@@ -84,9 +84,11 @@ async def shape_output(ctx: CallContext) -> ToolResult | ToolError:
     try:
         if isinstance(value, BaseModel):
             structured: Any = value.model_dump(mode="json", exclude_none=True)
+            content = compact_json(structured)
+        elif isinstance(value, str):
+            structured = content = value
         else:
-            structured = to_jsonable(value)
-        content = structured if isinstance(structured, str) else compact_json(structured)
+            content, structured = dump_jsonable(value)
     except (TypeError, ValueError, RecursionError) as exc:
         return ToolError(
             ErrorCode.INTERNAL,
