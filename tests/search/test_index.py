@@ -127,7 +127,9 @@ def test_exclude_never_returns_the_named_tools():
     hits = index.search("export", k=5, exclude=("reports.start_export",))
     assert hits and all(h.name != "reports.start_export" for h in hits)
     hashed = ToolIndex(catalogue(), embedder=HashingEmbedder(), min_similarity=-1.0)
-    assert all(h.name != "reports.check_export" for h in hashed.search("export", exclude={"reports.check_export"}))
+    assert all(
+        h.name != "reports.check_export" for h in hashed.search("export", exclude={"reports.check_export"})
+    )
 
 
 def test_entries_come_from_every_common_definition_shape():

@@ -32,7 +32,9 @@ def test_parameter_names_descriptions_and_enum_values_are_found_in_nested_schema
 
 
 def test_the_embedding_text_carries_name_words_description_and_parameters():
-    text = embedding_text("get_order", "Look up one order.", {"properties": {"order_id": {"description": "Id"}}})
+    text = embedding_text(
+        "get_order", "Look up one order.", {"properties": {"order_id": {"description": "Id"}}}
+    )
     assert text == "get_order (get order): Look up one order. Parameters: order id. Id"
     assert embedding_text("ping", "Ping.", None) == "ping (ping): Ping."
 
