@@ -1,0 +1,198 @@
+"""Helpers the provider adapters share: optional SDK imports, error mapping, arguments, call ids.
+
+The provider SDKs are optional extras, so nothing here imports them at module level: an adapter
+asks `import_sdk("anthropic", "anthropic")` in its constructor, and a missing SDK fails there
+with the `pip install` line that fixes it.
+
+Both official SDKs (Anthropic and OpenAI) are generated from the same template: `APIStatusError`
+(with `status_code`), `APIConnectionError`, `APITimeoutError` and `APIResponseValidationError`
+at the top of the package, and their own retry loop (429, 408, 409 and 5xx; `Retry-After` and
+`retry-after-ms` honoured; exponential backoff with jitter otherwise). The adapters let the SDK
+retry and convert what is left into one `ModelError` here, with the status and whether trying
+again later could help.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from ..jsonutil import canonical_json, compact_json
+from ..tools.export import ExportFormat, ToolDefinitions, export_definitions
+from .base import ModelError
+
+if TYPE_CHECKING:
+    from ..tools import Tool
+
+__all__ = [
+    "DefinitionsCache",
+    "ReplayCache",
+    "arguments_json",
+    "arguments_object",
+    "import_sdk",
+    "mint_call_id",
+    "model_error",
+    "parse_arguments",
+]
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+def import_sdk(module: str, extra: str) -> ModuleType:
+    """Import a provider SDK, or fail with the install line that provides it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"the {module!r} package is needed for this model adapter; install it with "
+            f"`pip install 'maitre[{extra}]'`"
+        ) from exc
+
+
+def model_error(sdk: ModuleType, exc: BaseException, provider: str) -> ModelError | None:
+    """The `ModelError` for an SDK failure (after the SDK's own retries), or None if it is not one."""
+    status_error = getattr(sdk, "APIStatusError", None)
+    connection_error = getattr(sdk, "APIConnectionError", None)
+    validation_error = getattr(sdk, "APIResponseValidationError", None)
+    if status_error is not None and isinstance(exc, status_error):
+        status = int(getattr(exc, "status_code", 0) or 0)
+        retryable = status in _RETRYABLE_STATUS or status >= 500
+        detail = _error_message(exc)
+        response = getattr(exc, "response", None)
+        after = response.headers.get("retry-after") if response is not None else None
+        hint = f" (retry after {after} s)" if after else ""
+        return ModelError(
+            f"{provider} answered HTTP {status}: {detail}{hint}", status=status, retryable=retryable
+        )
+    if validation_error is not None and isinstance(exc, validation_error):
+        return ModelError(f"{provider} sent a response that could not be read: {exc}", retryable=False)
+    if connection_error is not None and isinstance(exc, connection_error):
+        kind = "timed out" if "Timeout" in type(exc).__name__ else "could not be reached"
+        return ModelError(f"{provider} {kind}: {exc}", retryable=True)
+    return None
+
+
+def _error_message(exc: BaseException) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            kind = error.get("type") or error.get("code")
+            return f"{kind}: {error['message']}" if kind else error["message"]
+    return str(getattr(exc, "message", None) or exc)
+
+
+def parse_arguments(raw: Any) -> dict[str, Any] | str:
+    """Arguments as the gate wants them: a dict, or the raw text when it is not a JSON object.
+
+    The gate answers broken JSON with a teaching error, so nothing here raises.
+    """
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    if not isinstance(raw, str):
+        return compact_json(raw) if _jsonable(raw) else str(raw)
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, dict) else raw
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        compact_json(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def arguments_json(arguments: dict[str, Any] | str) -> str:
+    """Arguments as the JSON text OpenAI's wire format carries (broken text is sent back as it was)."""
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return compact_json(arguments)
+    except (TypeError, ValueError):
+        return json.dumps(arguments, default=str, ensure_ascii=False)
+
+
+def arguments_object(arguments: dict[str, Any] | str) -> dict[str, Any]:
+    """Arguments as the JSON object Anthropic's `tool_use.input` must be.
+
+    Text that is not a JSON object (a call another model wrote badly) is kept under
+    `_unparsed_arguments`, so the model can see what it sent next to the teaching error.
+    """
+    if isinstance(arguments, dict):
+        return arguments
+    parsed = parse_arguments(arguments)
+    return parsed if isinstance(parsed, dict) else {"_unparsed_arguments": arguments}
+
+
+def mint_call_id(*parts: Any, prefix: str = "call_") -> str:
+    """A call id derived from its content: the same response always gets the same ids."""
+    seed = "\x1f".join(_stable_text(part) for part in parts)
+    return prefix + hashlib.sha256(seed.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def _stable_text(part: Any) -> str:
+    if isinstance(part, str):
+        return part
+    try:
+        return canonical_json(part)
+    except (TypeError, ValueError):
+        return repr(part)
+
+
+class DefinitionsCache:
+    """Provider-shaped tool definitions for the last tool list seen (it rarely changes in a run).
+
+    The tools themselves are kept, so "the same list" means the same tool objects, never a new
+    object that happens to reuse a freed one's id.
+    """
+
+    def __init__(self, format: ExportFormat) -> None:
+        self._format: ExportFormat = format
+        self._tools: tuple[Tool, ...] = ()
+        self._definitions: ToolDefinitions | None = None
+
+    def get(self, tools: Sequence[Tool]) -> ToolDefinitions:
+        same = len(tools) == len(self._tools) and all(a is b for a, b in zip(tools, self._tools, strict=True))
+        if self._definitions is None or not same:
+            self._definitions = export_definitions(list(tools), self._format)
+            self._tools = tuple(tools)
+        return self._definitions
+
+
+class ReplayCache:
+    """Provider items that must travel back with an assistant turn but have no neutral form.
+
+    Reasoning models return signed thinking blocks (Anthropic) or reasoning items (OpenAI
+    Responses) that the provider wants back next to the tool calls they led to. The neutral
+    `AssistantMessage` has no slot for them, so the adapter keeps them here, keyed by the turn's
+    first call id, for as long as the process lives (bounded). A run resumed in another process
+    simply sends the turn without them, which the APIs accept for earlier turns.
+    """
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._capacity = capacity
+        self._items: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+
+    def put(self, call_id: str, items: list[dict[str, Any]]) -> None:
+        if not items:
+            return
+        self._items[call_id] = items
+        self._items.move_to_end(call_id)
+        while len(self._items) > self._capacity:
+            self._items.popitem(last=False)
+
+    def get(self, call_id: str) -> list[dict[str, Any]]:
+        return list(self._items.get(call_id, ()))

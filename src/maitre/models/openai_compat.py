@@ -1,0 +1,383 @@
+"""`OpenAICompatibleModel`: local and self-hosted servers that speak Chat Completions.
+
+Ollama (`http://localhost:11434/v1`), vLLM (`http://host:8000/v1`) and the llama.cpp server
+(`http://host:8080/v1`) answer the OpenAI wire format, so this adapter is `OpenAIChatModel` with
+three differences:
+
+- `max_tokens` instead of `max_completion_tokens` (what these servers have long understood);
+- the model's name is `openai-compatible:<model>`, which the price table counts as free
+  (register a price for it when the server is a paid one);
+- tool calls written as plain text are recovered. When a server's tool parser does not match the
+  model's chat template (or none is configured), the call arrives in `content`. Recognised:
+
+  - Hermes / Qwen: `<tool_call>{"name": .., "arguments": {..}}</tool_call>` (the closing tag may
+    be missing), and Qwen3-Coder's `<function=name><parameter=k>v</parameter></function>`;
+  - Mistral: `[TOOL_CALLS] [{"name": .., "arguments": {..}}]` and `[TOOL_CALLS]name[ARGS]{..}`;
+  - Llama 3: `<|python_tag|>{"name": .., "parameters": {..}}` and `<function=name>{..}</function>`;
+  - a fenced block (```json ... ```) or bare JSON in the text: an object such as
+    `{"name": .., "arguments": ..}`, `{"tool": .., "parameters": ..}`,
+    `{"function": {"name": .., "arguments": ..}}`, `{"action": .., "action_input": ..}`, a list of
+    them, or `{"tool_calls": [...]}`.
+
+  A call is recovered only when its name is one of the offered tools and the object has no keys
+  beyond a call's (so a JSON answer that merely has a `name` field stays text). Text inside
+  `<think>` blocks is deliberation, never a call. The recovered spans leave the text; what
+  remains is the answer's text. Ids are minted from the turn, position, name and arguments, so
+  the same answer always yields the same ids.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..tools.export import ToolDefinitions
+from ..types import ToolCall
+from ._http import mint_call_id, parse_arguments
+from .base import ModelRequest, StopReason
+from .openai import OpenAIChatModel
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = ["LOCAL_PREFIX", "OpenAICompatibleModel", "RecoveredCall", "recover_tool_calls"]
+
+LOCAL_PREFIX = "openai-compatible:"
+
+
+class OpenAICompatibleModel(OpenAIChatModel):
+    """A model served by Ollama, vLLM, llama.cpp or any other OpenAI-compatible server.
+
+    Args:
+        base_url: the server's OpenAI endpoint, for example `"http://localhost:11434/v1"`.
+        model: the model the server should run, for example `"qwen3:8b"`.
+        api_key: most local servers ignore it; the SDK needs a value.
+        client: an `openai.AsyncOpenAI` to use as it is.
+        max_retries: retries the SDK makes for 429, 5xx and connection errors before giving up.
+        timeout: seconds for one HTTP request (local models can be slow to load).
+        extra: more keyword arguments for `chat.completions.create` (temperature, seed...).
+        recover_text_calls: read tool calls the server left in the text (on by default).
+        name: the name used for pricing and logs (default `openai-compatible:<model>`).
+
+    Example:
+        ```python
+        model = OpenAICompatibleModel("http://localhost:11434/v1", "qwen3:8b")
+        ```
+    """
+
+    _token_limit_param = "max_tokens"
+    _provider = "OpenAI-compatible server"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str = "not-needed",
+        client: AsyncOpenAI | None = None,
+        max_retries: int = 2,
+        timeout: float = 300.0,
+        extra: Mapping[str, Any] | None = None,
+        recover_text_calls: bool = True,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            client=client,
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            extra=extra,
+        )
+        self.base_url = base_url
+        self.name = name or f"{LOCAL_PREFIX}{model}"
+        self.recover_text_calls = recover_text_calls
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleModel({self.base_url!r}, {self.model!r})"
+
+    def _answered_by(self, completion: Any) -> str:
+        return self.name
+
+    def _finish(
+        self,
+        request: ModelRequest,
+        definitions: ToolDefinitions,
+        text: str,
+        calls: list[ToolCall],
+        stop_reason: StopReason,
+    ) -> tuple[str, list[ToolCall], StopReason]:
+        if calls or not self.recover_text_calls or not text or not request.tools:
+            return text, calls, stop_reason
+        offered = {tool.name for tool in request.tools}
+
+        def known(name: str) -> str | None:
+            canonical = definitions.to_canonical(name)
+            return canonical if canonical in offered else None
+
+        recovered, remaining = recover_tool_calls(text, known)
+        if not recovered:
+            return text, calls, stop_reason
+        turn = len(request.messages)
+        calls = [
+            ToolCall(
+                id=found.id or mint_call_id(turn, index, found.name, found.arguments),
+                name=found.name,
+                arguments=found.arguments,
+            )
+            for index, found in enumerate(recovered)
+        ]
+        return remaining, calls, ("max_tokens" if stop_reason == "max_tokens" else "tool_use")
+
+
+# -- recovering calls from text ---------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class RecoveredCall:
+    """A tool call found in a model's text."""
+
+    name: str
+    """The canonical name of an offered tool."""
+    arguments: dict[str, Any] | str
+    """A dict, or raw text when the arguments were not a JSON object."""
+    id: str | None = None
+    """The id the text gave the call, if any."""
+
+
+_NAME_KEYS = ("name", "tool", "tool_name", "function", "action", "recipient_name")
+_ARGUMENT_KEYS = ("arguments", "parameters", "args", "input", "tool_input", "action_input", "params")
+_OTHER_KEYS = frozenset({"id", "type", "call_id", "tool_call_id", "index"})
+
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
+_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+_FUNCTION_TAG = re.compile(r"<function=([\w.\-]+)>\s*(.*?)\s*(?:</function>|\Z)", re.DOTALL)
+_PARAMETER_TAG = re.compile(r"<parameter=([\w.\-]+)>\s*(.*?)\s*</parameter>", re.DOTALL)
+_MISTRAL = re.compile(r"\[TOOL_CALLS\]")
+_MISTRAL_ARGS = re.compile(r"\s*([\w.\-]+)(?:\[CALL_ID\]\s*([\w\-]+))?\s*\[ARGS\]")
+_PYTHON_TAG = re.compile(r"<\|python_tag\|>")
+_FENCE = re.compile(r"```[ \t]*([\w\-]*)[ \t]*\n(.*?)```", re.DOTALL)
+_DECODER = json.JSONDecoder()
+
+
+def recover_tool_calls(text: str, known: Callable[[str], str | None]) -> tuple[list[RecoveredCall], str]:
+    """Find tool calls written as text.
+
+    Args:
+        text: the model's answer.
+        known: maps a name the model wrote to the canonical name of an offered tool, or None.
+
+    Returns:
+        The calls in the order they appear, and the text with them taken out.
+    """
+    masked = _mask(text, [match.span() for match in _THINK.finditer(text)])
+    found: list[tuple[int, int, list[RecoveredCall]]] = []
+
+    def take(start: int, end: int, calls: list[RecoveredCall]) -> None:
+        nonlocal masked
+        found.append((start, end, calls))
+        masked = _mask(masked, [(start, end)])
+
+    for match in _HERMES.finditer(masked):
+        calls = _from_function_tags(match.group(1), known) or _from_json_text(match.group(1), known)
+        if calls:
+            take(match.start(), match.end(), calls)
+    for match in _FUNCTION_TAG.finditer(masked):
+        calls = _from_function_tags(match.group(0), known)
+        if calls:
+            take(match.start(), match.end(), calls)
+    for match in _MISTRAL.finditer(masked):
+        span_calls = _from_mistral(masked, match.end(), known)
+        if span_calls:
+            end, calls = span_calls
+            take(match.start(), end, calls)
+    for match in _PYTHON_TAG.finditer(masked):
+        end, calls = _json_sequence(masked, match.end(), known, separators=";")
+        if calls:
+            take(match.start(), end, calls)
+    for match in _FENCE.finditer(masked):
+        calls = _from_json_text(match.group(2), known)
+        if calls:
+            take(match.start(), match.end(), calls)
+    index = 0
+    while index < len(masked):
+        start = _next_json_start(masked, index)
+        if start < 0:
+            break
+        try:
+            value, end = _DECODER.raw_decode(masked, start)
+        except ValueError:
+            index = start + 1
+            continue
+        calls = _calls_from_value(value, known)
+        if calls:
+            take(start, end, calls)
+        index = end  # a JSON value that is not a call is data: nothing inside it is a call either
+
+    found.sort(key=lambda item: item[0])
+    calls = [call for _, _, group in found for call in group]
+    remaining = text
+    for start, end, _ in sorted(found, key=lambda item: item[0], reverse=True):
+        remaining = remaining[:start] + remaining[end:]
+    return calls, _tidy(remaining) if calls else text
+
+
+def _mask(text: str, spans: list[tuple[int, int]]) -> str:
+    """Blank out spans while keeping every index in place."""
+    if not spans:
+        return text
+    chars = list(text)
+    for start, end in spans:
+        for at in range(start, end):
+            if chars[at] != "\n":
+                chars[at] = " "
+    return "".join(chars)
+
+
+def _tidy(text: str) -> str:
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def _next_json_start(text: str, index: int) -> int:
+    braces = [at for at in (text.find("{", index), text.find("[", index)) if at >= 0]
+    return min(braces) if braces else -1
+
+
+def _from_json_text(body: str, known: Callable[[str], str | None]) -> list[RecoveredCall]:
+    """Calls from text that should be JSON: one value, or several one after another."""
+    body = body.strip()
+    if not body:
+        return []
+    end, calls = _json_sequence(body, 0, known, separators=",;")
+    return calls if calls and not body[end:].strip() else []
+
+
+def _json_sequence(
+    text: str, index: int, known: Callable[[str], str | None], *, separators: str
+) -> tuple[int, list[RecoveredCall]]:
+    """JSON values from `index` on, separated by whitespace or `separators`; stop at anything else."""
+    calls: list[RecoveredCall] = []
+    end = index
+    while True:
+        at = end
+        while at < len(text) and (text[at].isspace() or (calls and text[at] in separators)):
+            at += 1
+        if at >= len(text) or text[at] not in "{[":
+            return end, calls
+        try:
+            value, after = _DECODER.raw_decode(text, at)
+        except ValueError:
+            return end, calls
+        more = _calls_from_value(value, known)
+        if not more:
+            return end, calls
+        calls.extend(more)
+        end = after
+
+
+def _from_mistral(
+    text: str, index: int, known: Callable[[str], str | None]
+) -> tuple[int, list[RecoveredCall]] | None:
+    end, calls = _json_sequence(text, index, known, separators=",")
+    if calls:
+        return end, calls
+    match = _MISTRAL_ARGS.match(text, index)
+    if not match:
+        return None
+    canonical = known(match.group(1))
+    if canonical is None:
+        return None
+    try:
+        value, after = _DECODER.raw_decode(text, match.end() + _skip_space(text, match.end()))
+    except ValueError:
+        return None
+    arguments = value if isinstance(value, dict) else json.dumps(value)
+    return after, [RecoveredCall(name=canonical, arguments=arguments, id=match.group(2))]
+
+
+def _skip_space(text: str, index: int) -> int:
+    at = index
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at - index
+
+
+def _from_function_tags(body: str, known: Callable[[str], str | None]) -> list[RecoveredCall]:
+    """Llama 3's `<function=name>{json}</function>` and Qwen3-Coder's parameter tags."""
+    calls: list[RecoveredCall] = []
+    for match in _FUNCTION_TAG.finditer(body):
+        canonical = known(match.group(1))
+        if canonical is None:
+            return []
+        inner = match.group(2).strip()
+        parameters = _PARAMETER_TAG.findall(inner)
+        if parameters:
+            arguments: dict[str, Any] | str = {key: _parameter_value(value) for key, value in parameters}
+        elif inner:
+            arguments = parse_arguments(inner)
+        else:
+            arguments = {}
+        calls.append(RecoveredCall(name=canonical, arguments=arguments))
+    return calls
+
+
+def _parameter_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _calls_from_value(value: Any, known: Callable[[str], str | None]) -> list[RecoveredCall]:
+    """Calls from a parsed JSON value: one call, a list of calls (all of them), or a wrapper."""
+    if isinstance(value, list):
+        calls = [_call_from_object(item, known) for item in value]
+        return [call for call in calls if call is not None] if value and all(calls) else []
+    if isinstance(value, dict):
+        if set(value) == {"tool_calls"} and isinstance(value["tool_calls"], list):
+            return _calls_from_value(value["tool_calls"], known)
+        call = _call_from_object(value, known)
+        return [call] if call is not None else []
+    return []
+
+
+def _call_from_object(value: Any, known: Callable[[str], str | None]) -> RecoveredCall | None:
+    if not isinstance(value, dict):
+        return None
+    function = value.get("function")
+    if isinstance(function, dict):
+        extra = set(value) - {"function"} - _OTHER_KEYS
+        if extra:
+            return None
+        inner = _call_from_object(function, known)
+        if inner is not None and inner.id is None and isinstance(value.get("id"), str) and value["id"]:
+            inner.id = value["id"]
+        return inner
+    name_keys = [key for key in _NAME_KEYS if isinstance(value.get(key), str)]
+    if len(name_keys) != 1:
+        return None
+    argument_keys = [key for key in _ARGUMENT_KEYS if key in value]
+    if len(argument_keys) > 1:
+        return None
+    if set(value) - {name_keys[0], *argument_keys} - _OTHER_KEYS:
+        return None
+    canonical = known(value[name_keys[0]])
+    if canonical is None:
+        return None
+    raw = value[argument_keys[0]] if argument_keys else {}
+    if isinstance(raw, dict):
+        arguments: dict[str, Any] | str = raw
+    elif isinstance(raw, str):
+        arguments = parse_arguments(raw)
+    elif raw is None:
+        arguments = {}
+    else:
+        arguments = json.dumps(raw, ensure_ascii=False)
+    call_id = value.get("id") or value.get("call_id")
+    return RecoveredCall(
+        name=canonical, arguments=arguments, id=call_id if isinstance(call_id, str) and call_id else None
+    )
