@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from . import governance, runs, tools_cmds
+from . import governance, memory, runs, tools_cmds
 from .demo import demo_command
 from .mcp_cmds import mcp_app, serve_command
 
@@ -24,6 +24,7 @@ app.add_typer(governance.approvals_app, name="approvals")
 app.add_typer(governance.audit_app, name="audit")
 app.add_typer(runs.app, name="runs")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(memory.app, name="memory")
 app.command("serve")(serve_command)
 app.command("demo")(demo_command)
 

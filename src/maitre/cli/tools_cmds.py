@@ -11,6 +11,7 @@ from rich.table import Table
 from ..exceptions import UserError
 from ..tools.lint import lint_toolbox
 from .loader import load_toolbox
+from .tools_cost import cost as cost_command
 
 __all__ = ["app"]
 
@@ -18,6 +19,7 @@ app = typer.Typer(
     help="Inspect toolboxes: lint definitions, show schemas and token costs.", no_args_is_help=True
 )
 console = Console()
+app.command("cost")(cost_command)
 
 
 @app.command("lint")
