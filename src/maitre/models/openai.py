@@ -155,14 +155,7 @@ class OpenAIChatModel(_OpenAIBase):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         definitions = self._definitions.get(request.tools)
-        params: dict[str, Any] = {
-            "model": self.model,
-            "messages": self.to_messages(request),
-            self._token_limit_param: request.max_output_tokens,
-            **self.extra,
-        }
-        if definitions:
-            params["tools"] = list(definitions)
+        params = self._params(request, definitions)
         try:
             completion = await self.client.chat.completions.create(**params)
         except Exception as exc:
@@ -204,6 +197,18 @@ class OpenAIChatModel(_OpenAIBase):
             model=self._answered_by(completion),
             raw=completion,
         )
+
+    def _params(self, request: ModelRequest, definitions: ToolDefinitions) -> dict[str, Any]:
+        """The keyword arguments of `chat.completions.create` for this request."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": self.to_messages(request),
+            self._token_limit_param: request.max_output_tokens,
+            **self.extra,
+        }
+        if definitions:
+            params["tools"] = list(definitions)
+        return params
 
     def _finish(
         self,

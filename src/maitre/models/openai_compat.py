@@ -24,20 +24,30 @@ three differences:
   `<think>` blocks is deliberation, never a call. The recovered spans leave the text; what
   remains is the answer's text. Ids are minted from the turn, position, name and arguments, so
   the same answer always yields the same ids.
+
+Some servers cannot take `tools` at all (an Ollama model without tool support answers 400 "does
+not support tools"; llama.cpp without `--jinja` refuses the parameter). With
+`tools_in_prompt="auto"` (the default) such an error switches the adapter to describing the
+tools in the system prompt, Hermes style (`<tools>` with the definitions, answers as
+`<tool_call>` blocks), and to sending earlier calls and results as plain text; the recovery above
+then reads the calls. `tools_in_prompt=True` starts there; `False` never does.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..tools.export import ToolDefinitions
+from ..agent.messages import AssistantMessage, ToolResultMessage, UserMessage, render_tool_result
+from ..jsonutil import compact_json
+from ..tools.export import ToolDefinitions, provider_name
 from ..types import ToolCall
-from ._http import mint_call_id, parse_arguments
-from .base import ModelRequest, StopReason
+from ._http import arguments_object, mint_call_id, parse_arguments
+from .base import ModelError, ModelRequest, ModelResponse, StopReason
 from .openai import OpenAIChatModel
 
 if TYPE_CHECKING:
@@ -46,6 +56,21 @@ if TYPE_CHECKING:
 __all__ = ["LOCAL_PREFIX", "OpenAICompatibleModel", "RecoveredCall", "recover_tool_calls"]
 
 LOCAL_PREFIX = "openai-compatible:"
+
+logger = logging.getLogger("maitre.models.openai_compat")
+
+_TOOLS_REFUSED = re.compile(r"tool|jinja|function", re.IGNORECASE)
+
+_TOOL_PROMPT = """You can call tools. The tools are described as JSON inside <tools></tools>:
+<tools>
+{definitions}
+</tools>
+To call a tool, answer with one block per call, and nothing else:
+<tool_call>
+{{"name": "<tool name>", "arguments": {{<the arguments as a JSON object>}}}}
+</tool_call>
+Several independent calls may go in one answer. Results come back inside <tool_response></tool_response>.
+When you have what you need, answer the user in plain text."""
 
 
 class OpenAICompatibleModel(OpenAIChatModel):
@@ -60,6 +85,8 @@ class OpenAICompatibleModel(OpenAIChatModel):
         timeout: seconds for one HTTP request (local models can be slow to load).
         extra: more keyword arguments for `chat.completions.create` (temperature, seed...).
         recover_text_calls: read tool calls the server left in the text (on by default).
+        tools_in_prompt: describe the tools in the system prompt instead of `tools`: `"auto"`
+            switches when the server refuses `tools`; True always; False never.
         name: the name used for pricing and logs (default `openai-compatible:<model>`).
 
     Example:
@@ -82,6 +109,7 @@ class OpenAICompatibleModel(OpenAIChatModel):
         timeout: float = 300.0,
         extra: Mapping[str, Any] | None = None,
         recover_text_calls: bool = True,
+        tools_in_prompt: bool | Literal["auto"] = "auto",
         name: str | None = None,
     ) -> None:
         super().__init__(
@@ -96,9 +124,69 @@ class OpenAICompatibleModel(OpenAIChatModel):
         self.base_url = base_url
         self.name = name or f"{LOCAL_PREFIX}{model}"
         self.recover_text_calls = recover_text_calls
+        self.tools_in_prompt = tools_in_prompt
+        self._prompt_mode = tools_in_prompt is True
 
     def __repr__(self) -> str:
         return f"OpenAICompatibleModel({self.base_url!r}, {self.model!r})"
+
+    @property
+    def prompt_mode(self) -> bool:
+        """True when the tools travel in the system prompt rather than in `tools`."""
+        return self._prompt_mode
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        try:
+            return await super().complete(request)
+        except ModelError as exc:
+            refused = exc.status in (400, 422, 500, 501) and _TOOLS_REFUSED.search(str(exc))
+            if self.tools_in_prompt != "auto" or self._prompt_mode or not request.tools or not refused:
+                raise
+            logger.warning(
+                "%s refused native tools (%s); describing them in the prompt from now on", self.name, exc
+            )
+            self._prompt_mode = True
+            return await super().complete(request)
+
+    def _params(self, request: ModelRequest, definitions: ToolDefinitions) -> dict[str, Any]:
+        if not self._prompt_mode or not definitions:
+            return super()._params(request, definitions)
+        return {
+            "model": self.model,
+            "messages": self.prompt_messages(request, definitions),
+            self._token_limit_param: request.max_output_tokens,
+            **self.extra,
+        }
+
+    def prompt_messages(self, request: ModelRequest, definitions: ToolDefinitions) -> list[dict[str, Any]]:
+        """The conversation with tools described in the system prompt and calls/results as text."""
+        tool_prompt = _TOOL_PROMPT.format(definitions="\n".join(compact_json(item) for item in definitions))
+        system = f"{request.system}\n\n{tool_prompt}" if request.system else tool_prompt
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        for message in request.messages:
+            if isinstance(message, UserMessage):
+                messages.append({"role": "user", "content": message.content})
+            elif isinstance(message, AssistantMessage):
+                blocks = [message.text] if message.text else []
+                for call in message.tool_calls:
+                    payload = {
+                        "name": provider_name(call.name),
+                        "arguments": arguments_object(call.arguments),
+                    }
+                    blocks.append(f"<tool_call>\n{compact_json(payload)}\n</tool_call>")
+                messages.append({"role": "assistant", "content": "\n".join(blocks)})
+            elif isinstance(message, ToolResultMessage):
+                error = ' is_error="true"' if message.is_error else ""
+                block = (
+                    f'<tool_response id="{message.call_id}" name="{provider_name(message.name)}"{error}>\n'
+                    f"{render_tool_result(message)}\n</tool_response>"
+                )
+                previous = messages[-1]
+                if previous["role"] == "user" and previous["content"].startswith("<tool_response"):
+                    previous["content"] += "\n" + block
+                else:
+                    messages.append({"role": "user", "content": block})
+        return messages
 
     def _answered_by(self, completion: Any) -> str:
         return self.name
