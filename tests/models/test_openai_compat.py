@@ -3,6 +3,7 @@ tool calls recovered from the text such servers return when their tool parser do
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -319,3 +320,14 @@ def test_an_id_written_in_the_text_is_kept() -> None:
         '{"id": "call_9", "name": "get_weather", "arguments": {"city": "Pune"}}', known
     )
     assert calls[0].id == "call_9"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100_000, '{"a":' * 20_000, "<tool_call>" + "{" * 50_000, "```json\n" + "[" * 50_000 + "\n```"],
+)
+def test_hostile_nesting_neither_crashes_nor_stalls(text: str) -> None:
+    """Deeply nested brackets (a RecursionError inside json) are broken JSON: text, quickly."""
+    started = time.monotonic()
+    assert recover_tool_calls(text, known) == ([], text)
+    assert time.monotonic() - started < 2.0

@@ -102,7 +102,7 @@ def parse_arguments(raw: Any) -> dict[str, Any] | str:
         return {}
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting too deep is broken JSON too
         return raw
     return value if isinstance(value, dict) else raw
 

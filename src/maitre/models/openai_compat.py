@@ -250,6 +250,8 @@ _MISTRAL_ARGS = re.compile(r"\s*([\w.\-]+)(?:\[CALL_ID\]\s*([\w\-]+))?\s*\[ARGS\
 _PYTHON_TAG = re.compile(r"<\|python_tag\|>")
 _FENCE = re.compile(r"```[ \t]*([\w\-]*)[ \t]*\n(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder()
+_MAX_JSON_ATTEMPTS = 2000
+"""Bare-JSON candidates tried per answer: bounds the work a hostile answer full of brackets causes."""
 
 
 def recover_tool_calls(text: str, known: Callable[[str], str | None]) -> tuple[list[RecoveredCall], str]:
@@ -292,14 +294,19 @@ def recover_tool_calls(text: str, known: Callable[[str], str | None]) -> tuple[l
         if calls:
             take(match.start(), match.end(), calls)
     index = 0
-    while index < len(masked):
+    attempts = 0
+    while index < len(masked) and attempts < _MAX_JSON_ATTEMPTS:
         start = _next_json_start(masked, index)
         if start < 0:
             break
+        attempts += 1
         try:
             value, end = _DECODER.raw_decode(masked, start)
         except ValueError:
             index = start + 1
+            continue
+        except RecursionError:  # hostile nesting: skip the whole run of brackets at once
+            index = start + len(masked[start:]) - len(masked[start:].lstrip("[{ \t\r\n"))
             continue
         calls = _calls_from_value(value, known)
         if calls:
@@ -358,7 +365,7 @@ def _json_sequence(
             return end, calls
         try:
             value, after = _DECODER.raw_decode(text, at)
-        except ValueError:
+        except (ValueError, RecursionError):  # nesting too deep is broken JSON too
             return end, calls
         more = _calls_from_value(value, known)
         if not more:
@@ -381,7 +388,7 @@ def _from_mistral(
         return None
     try:
         value, after = _DECODER.raw_decode(text, match.end() + _skip_space(text, match.end()))
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting too deep is broken JSON too
         return None
     arguments = value if isinstance(value, dict) else json.dumps(value)
     return after, [RecoveredCall(name=canonical, arguments=arguments, id=match.group(2))]
@@ -416,7 +423,7 @@ def _from_function_tags(body: str, known: Callable[[str], str | None]) -> list[R
 def _parameter_value(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting too deep is broken JSON too
         return text
 
 
