@@ -95,6 +95,10 @@ class Agent:
         notes: give the run `write_notes` / `read_notes` (working memory).
         on_event: called with each event as it happens (the demo prints them).
         gate: use this gate instead of building one.
+        core_tools: turn on tool search (seed 000): the model starts with these tools (plus the notes
+            tools) and `search_tools`; what a search returns becomes callable from the next step. The
+            definitions sent to the model stay within core + revealed.
+        search_index: the `maitre.search.ToolIndex` to search (default: one over `tools`).
     """
 
     def __init__(
@@ -111,18 +115,41 @@ class Agent:
         notes: bool = True,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         gate: Gate | None = None,
+        core_tools: Sequence[str] | None = None,
+        search_index: Any = None,
     ) -> None:
         self.model = model
         self.limits = limits or Limits()
         self.system = system
         self.context = context or ContextManager()
         self.on_event = on_event
+        self.core_tools: frozenset[str] | None = None
+        self.reveals: Any = None
         if gate is None:
             box = Toolbox()
             for toolbox in [tools] if isinstance(tools, Toolbox) else list(tools):
                 box.include(toolbox)
+            core = list(core_tools) if core_tools is not None else None
+            if core is not None:
+                from ..search import RevealLog, ToolIndex, search_tools_toolbox
+
+                index = search_index if search_index is not None else ToolIndex(box)
+                self.reveals = RevealLog()
+                meta = search_tools_toolbox(index, log=self.reveals)
+                box.include(meta)
+                core.extend(meta.names())
             if notes:
-                box.include(notes_toolbox())
+                notes_box = notes_toolbox()
+                box.include(notes_box)
+                if core is not None:
+                    core.extend(notes_box.names())
+            if core is not None:
+                unknown = [name for name in core if box.get(name) is None]
+                if unknown:
+                    from ..exceptions import UserError
+
+                    raise UserError(f"core_tools names tools that are not in the toolbox: {unknown}")
+                self.core_tools = frozenset(box.get(name).name for name in core)  # type: ignore[union-attr]
             gate = Gate(box, policy=policy, stores=store, budgets=budgets)
         self.gate = gate
         self.store = gate.stores
@@ -144,6 +171,8 @@ class Agent:
         run = Run(
             id=run_id, principal=principal, messages=messages, context=self.gate.new_run(principal, run_id)
         )
+        if self.core_tools is not None:
+            run.context.visible_tools = set(self.core_tools)
         self._live[run.id] = run
         return await self._loop(run)
 

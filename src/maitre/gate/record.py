@@ -33,6 +33,14 @@ class AuditRecorder:
             shown = canonical_json(redact(arguments))
         else:
             shown = digest(arguments)
+        detail = ctx.extra.get("detail")
+        if (
+            detail is None
+            and ctx.tool is not None
+            and {"search", "meta"} <= set(ctx.tool.tags)
+            and not result.is_error
+        ):
+            detail = _reveal_detail(ctx, result)
         decision = ctx.decision
         if result.is_error and decision in ("allow", "approved"):
             decision = "error" if ctx.executed else "refused"
@@ -50,8 +58,15 @@ class AuditRecorder:
                 arguments=shown,
                 result_digest=None if result.is_error else digest(result.content),
                 error_code=str(result.error.code) if result.error else None,
-                detail=ctx.extra.get("detail"),
+                detail=detail,
                 duration_ms=round((time.perf_counter() - ctx.started) * 1000, 3),
                 replayed=result.replayed,
             )
         )
+
+
+def _reveal_detail(ctx: CallContext, result: ToolResult) -> str:
+    """A tool-search reveal is audited with its query and what it showed, with scores (seed 000)."""
+    shown = [[t.get("name"), t.get("score")] for t in (result.structured or {}).get("tools", [])]
+    query = (ctx.arguments or {}).get("query", "")
+    return canonical_json({"reveal": {"query": str(query)[:500], "shown": shown}})[:4000]
