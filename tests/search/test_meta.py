@@ -175,3 +175,29 @@ def test_reveal_log_listeners_get_every_record():
     stop()
     log.append(RevealRecord(query="q2", k=5, shown=(), newly_visible=()))
     assert seen == [record] and len(log) == 2
+
+
+async def test_tools_the_principal_lacks_scopes_for_are_never_revealed():
+    tools = catalogue()
+
+    def purge_customer(customer_id: str) -> str:
+        return customer_id
+
+    tools.add_tool(
+        purge_customer,
+        name="admin.purge_customer",
+        description="Delete every order of a customer for good.",
+        effect="destructive",
+        scopes={"admin"},
+    )
+    index = ToolIndex(tools, embedder=None)
+    _, gate, _ = setup(index, tools)
+    query = {"query": "delete every order of a customer", "k": 10}
+    for principal, expected in (
+        (PRINCIPAL, False),
+        (Principal(user="root", scopes=frozenset({"admin"})), True),
+    ):
+        run = gate.new_run(principal)
+        result = await gate.call(ToolCall(id="1", name=SEARCH_TOOL_NAME, arguments=query), principal, run)
+        names = [t["name"] for t in result.structured["tools"]]
+        assert ("admin.purge_customer" in names) is expected, names

@@ -3,7 +3,9 @@
 It is an ordinary read-only, low-risk tool in its own `Toolbox`, so it goes through the same gate
 as every other call (validation, loop guard, budgets, audit). What it does:
 
-1. searches the `ToolIndex` (hybrid, local, any model);
+1. searches the `ToolIndex` (hybrid, local, any model), leaving out tools whose required scopes
+   the calling principal lacks (the gate would refuse them anyway, and their names are not the
+   caller's business);
 2. makes the hits callable in the calling run from the next step on (`RunContext.visible_tools`,
    which the gate's resolve stage enforces);
 3. appends a `RevealRecord` (query, tools shown with scores, which were new) to the `RevealLog`;
@@ -22,6 +24,7 @@ from pydantic import Field
 
 from ..context import RunContext
 from ..tools import Toolbox
+from ..types import Principal
 from .index import ToolIndex
 from .reveal import SEARCH_TOOL_NAME, RevealedTool, RevealLog, RevealRecord, reveal_in_run
 
@@ -52,6 +55,7 @@ def search_tools_toolbox(
     namespace: str | Sequence[str] | None = None,
     name: str = SEARCH_TOOL_NAME,
     default_k: int = 5,
+    toolbox: Toolbox | None = None,
 ) -> Toolbox:
     """A `Toolbox` holding the `search_tools(query, k)` meta-tool over `index`.
 
@@ -61,6 +65,8 @@ def search_tools_toolbox(
         namespace: restrict every search to this namespace (or these).
         name: the tool's name (`search_tools`; `ToolVisibility` keeps it always visible).
         default_k: tools returned when the model does not say.
+        toolbox: where to read each tool's required scopes (default: the toolbox the index follows);
+            tools the calling principal lacks scopes for are never shown.
 
     Example:
         ```python
@@ -82,9 +88,10 @@ def search_tools_toolbox(
             ),
         ],
         run: RunContext,
+        principal: Principal,
         k: Annotated[int, Field(ge=1, le=MAX_SEARCH_K, description="How many tools to return")] = default_k,
     ) -> dict[str, Any]:
-        hits = index.search(query, k, namespace=namespace, exclude=(name,))
+        hits = index.search(query, k, namespace=namespace, exclude=_hidden_from(principal) | {name})
         newly = reveal_in_run(run, None, [h.name for h in hits])
         if log is not None:
             log.append(
@@ -110,6 +117,12 @@ def search_tools_toolbox(
             ],
             "note": _FOUND if hits else _NO_MATCH,
         }
+
+    def _hidden_from(principal: Principal) -> set[str]:
+        source = toolbox if toolbox is not None else index.toolbox
+        if source is None:
+            return set()
+        return {t.name for t in source if t.scopes and not t.scopes <= principal.scopes}
 
     box = Toolbox()
     box.add_tool(
