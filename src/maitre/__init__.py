@@ -8,12 +8,16 @@ size caps, trust labels), and the rest of the runtime built on it.
 from .context import IdempotencyKey, RunContext
 from .exceptions import DuplicateToolError, MaitreError, StoreError, ToolDefinitionError, UserError
 from .gate import Gate, GateLimits
+from .gate.budget import Budgets, RateLimit
+from .policy import DefaultPolicy, Policy, PolicyDecision
 from .tools import Tool, Toolbox, ToolDefinitions
 from .types import Effect, ErrorCode, Principal, Provenance, Risk, ToolCall, ToolError, ToolResult, Trust
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Budgets",
+    "DefaultPolicy",
     "DuplicateToolError",
     "Effect",
     "ErrorCode",
@@ -21,8 +25,11 @@ __all__ = [
     "GateLimits",
     "IdempotencyKey",
     "MaitreError",
+    "Policy",
+    "PolicyDecision",
     "Principal",
     "Provenance",
+    "RateLimit",
     "Risk",
     "RunContext",
     "StoreError",

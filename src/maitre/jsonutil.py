@@ -37,14 +37,18 @@ def _default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default)
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_default)
+
+
 def canonical_json(value: Any) -> str:
     """Deterministic JSON for hashing. Raises TypeError for values that are not JSON-like."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default)
+    return _CANONICAL.encode(value)
 
 
 def compact_json(value: Any) -> str:
     """Short JSON for a model's context. Raises TypeError for values that are not JSON-like."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default)
+    return _COMPACT.encode(value)
 
 
 def to_jsonable(value: Any) -> Any:

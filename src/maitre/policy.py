@@ -152,7 +152,7 @@ class DefaultPolicy:
                 f"{tool.effect.value} tool with {tool.risk.value} risk needs a human approval",
                 rule="risk-matrix",
             )
-        return PolicyDecision(action=action, rule="risk-matrix")
+        return _MATRIX_DECISIONS[action]
 
     def may_approve(self, approver: Principal | str, requester_user: str, tenant: str) -> str | None:
         """None when `approver` may decide a request of `requester_user`; else why not."""
@@ -171,8 +171,13 @@ class DefaultPolicy:
 async def decide(policy: Policy, request: PolicyRequest) -> PolicyDecision:
     """Run a policy that may be sync or async; anything but a PolicyDecision is a deny."""
     result = policy.decide(request)
+    if type(result) is PolicyDecision:
+        return result
     if inspect.isawaitable(result):
         result = await result
     if not isinstance(result, PolicyDecision):
         return PolicyDecision.deny(f"policy returned {type(result).__name__}", rule="policy-error")
     return result
+
+
+_MATRIX_DECISIONS = {action: PolicyDecision(action=action, rule="risk-matrix") for action in Action}

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 import random
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Coroutine, Generator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import anyio
@@ -58,8 +61,15 @@ async def execute(ctx: CallContext) -> ToolError | None:
 
 async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
     try:
-        async with _deadline(tool.timeout):
-            ctx.output = await invoke_tool(tool, ctx.validated, ctx.principal, ctx.run, ctx.idempotency_key)
+        started = time.monotonic()
+        coro = invoke_tool(tool, ctx.validated, ctx.principal, ctx.run, ctx.idempotency_key)
+        try:
+            first = coro.send(None)
+        except StopIteration as done:  # finished without suspending: no deadline could have fired
+            ctx.output = done.value
+            return None
+        async with _deadline(max(0.0, tool.timeout - (time.monotonic() - started))):
+            ctx.output = await _Resume(coro, first)
         return None
     except TimeoutError:
         return ToolError(
@@ -124,4 +134,57 @@ async def invoke_tool(
             kwargs[name] = IdempotencyKey(key) if key else None
     if tool.is_async:
         return await tool.fn(**kwargs)
-    return await anyio.to_thread.run_sync(functools.partial(tool.fn, **kwargs), abandon_on_cancel=True)
+    call = functools.partial(tool.fn, **kwargs)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio (trio): anyio's worker threads
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+    # asyncio's own executor hop costs less than anyio's (no limiter, no extra checkpoint); on
+    # cancellation the awaiting future is cancelled and the thread abandoned, as with anyio.
+    return await loop.run_in_executor(_executor(), contextvars.copy_context().run, call)
+
+
+_EXECUTOR: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    """maitre's own worker threads for sync tools: a hung tool's thread is abandoned at its deadline,
+    so the pool must be larger than asyncio's default (cpu + 4) or a few hung tools would starve
+    every other sync tool."""
+    global _EXECUTOR
+    if _EXECUTOR is None:
+        _EXECUTOR = ThreadPoolExecutor(max_workers=64, thread_name_prefix="maitre-tool")
+    return _EXECUTOR
+
+
+class _Resume:
+    """Await the rest of a coroutine that was already stepped once and yielded `first`.
+
+    Lets `_attempt` run a call's first step without a deadline: a step that never suspends cannot
+    be interrupted by any deadline anyway, and most cheap async tools finish in that first step.
+    """
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, value = self._coro, self._first
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as done:
+                    return done.value

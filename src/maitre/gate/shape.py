@@ -14,9 +14,10 @@ import secrets
 import time
 from typing import Any
 
+import pydantic_core
 from pydantic import BaseModel, ValidationError
 
-from ..jsonutil import compact_json, dump_jsonable
+from ..jsonutil import compact_json
 from ..tokens import count_tokens, truncate_to_tokens
 from ..types import ErrorCode, Provenance, ToolError, ToolResult, Trust
 from .base import CallContext
@@ -88,8 +89,9 @@ async def shape_output(ctx: CallContext) -> ToolResult | ToolError:
         elif isinstance(value, str):
             structured = content = value
         else:
-            content, structured = dump_jsonable(value)
-    except (TypeError, ValueError, RecursionError) as exc:
+            structured = pydantic_core.to_jsonable_python(value)
+            content = pydantic_core.to_json(structured).decode()
+    except (TypeError, ValueError, RecursionError, pydantic_core.PydanticSerializationError) as exc:
         return ToolError(
             ErrorCode.INTERNAL,
             f"{tool.name} returned a value that cannot be serialised ({type(value).__name__}). This is a "
