@@ -154,6 +154,25 @@ class DefaultPolicy:
             )
         return _MATRIX_DECISIONS[action]
 
+    def static_decision(self, tool: Tool) -> PolicyDecision | None:
+        """The decision for `tool` when it cannot depend on who asks, the arguments or the run.
+
+        True for a tool with no scopes whose matrix answer is allow and that taint cannot touch (not
+        an open-world write). The gate caches it per tool and skips building a request on every call.
+        """
+        if tool.scopes or tool.requires_approval is True:
+            return None
+        if (
+            self.taint_requires_approval
+            and tool.open_world
+            and tool.effect in (Effect.WRITE, Effect.DESTRUCTIVE)
+        ):
+            return None
+        action = self.matrix.get((tool.effect, tool.risk))
+        if action is Action.ALLOW:
+            return _MATRIX_DECISIONS[Action.ALLOW]
+        return None
+
     def may_approve(self, approver: Principal | str, requester_user: str, tenant: str) -> str | None:
         """None when `approver` may decide a request of `requester_user`; else why not."""
         user = approver.user if isinstance(approver, Principal) else approver

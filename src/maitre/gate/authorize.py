@@ -41,6 +41,11 @@ async def authorize(ctx: CallContext) -> ToolError | None:
     tool = ctx.tool
     assert tool is not None
     policy = ctx.gate.policy
+    if tool.owner is None:
+        static = ctx.gate.static_decision(tool)
+        if static is not None:
+            ctx.extra["policy"] = static
+            return None
     needs_arguments = tool.owner is not None or getattr(policy, "uses_arguments", True)
     arguments = validated_arguments(ctx) if needs_arguments else {}
     if tool.owner is not None:

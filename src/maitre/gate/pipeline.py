@@ -73,6 +73,7 @@ Recorder = Callable[[CallContext, ToolResult], Awaitable[None]]
 """**Protocol:** `async recorder(ctx, result)` - runs after every call (audit, metrics)."""
 
 _MAX_TRACKED_RUNS = 10_000
+_UNSET: Any = object()
 
 
 class Gate:
@@ -122,11 +123,21 @@ class Gate:
             self.recorders.insert(0, AuditRecorder(self.stores.audit, arguments=audit_arguments))
         self._settlers = [s.settle for s in self.stages if hasattr(s, "settle")]  # type: ignore[attr-defined]
         self._runs: OrderedDict[str, RunContext] = OrderedDict()
+        self._static: dict[str, Any] = {}
 
     # -- lookups used by stages ------------------------------------------------------------------
 
     def find_tool(self, name: str) -> Tool | None:
         return self.toolbox.get(name) or self.builtins.get(name)
+
+    def static_decision(self, tool: Tool) -> Any:
+        """The policy's per-tool decision when it does not depend on the call (cached), else None."""
+        cached = self._static.get(tool.name, _UNSET)
+        if cached is _UNSET or cached[0] is not tool:
+            compute = getattr(self.policy, "static_decision", None)
+            cached = (tool, compute(tool) if compute is not None else None)
+            self._static[tool.name] = cached
+        return cached[1]
 
     def visible_names(self, run: RunContext) -> list[str]:
         names = self.toolbox.names()
