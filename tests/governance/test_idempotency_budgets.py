@@ -149,3 +149,55 @@ async def test_rate_limits_answer_with_retry_after(shop, stores, alice):
     assert not (
         await gate.call(ToolCall(id="b", name="shop.get_order", arguments={"order_id": "ORD-00000001"}), bob)
     ).is_error
+
+
+async def test_a_tool_can_ask_for_the_gates_stores(stores, alice):
+    from maitre import Gate
+    from maitre.stores import Stores
+
+    box = Toolbox()
+
+    @box.tool
+    async def count_audit(stores_: Stores) -> int:
+        """How many audit entries exist."""
+        return len(await stores_.audit.entries())
+
+    gate = Gate(box, stores=stores)
+    await gate.call(ToolCall(id="1", name="count_audit", arguments={}), alice)
+    second = await gate.call(ToolCall(id="2", name="count_audit", arguments={}), alice)
+    assert second.structured == 1  # the first call's entry, written by the gate into the same stores
+
+
+async def test_rate_limits_shared_through_redis(alice):
+    import uuid
+
+    from maitre import Gate
+    from maitre.stores import open_stores
+
+    try:
+        stores = await open_stores(
+            "memory://",
+            rate_limits_url="redis://127.0.0.1:6379/0",
+            rate_limits_prefix=f"maitre-test-{uuid.uuid4().hex[:8]}:",
+        )
+    except Exception as exc:  # pragma: no cover - the server is part of the machine
+        pytest.skip(f"Redis at 127.0.0.1:6379 is not reachable: {exc}")
+    box = Toolbox()
+
+    @box.tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    try:
+        gates = [
+            Gate(box, stores=stores, budgets=Budgets(rate_limit=RateLimit(per_second=0.5, burst=2)))
+            for _ in range(2)
+        ]
+        codes = []
+        for i in range(3):
+            result = await gates[i % 2].call(ToolCall(id=str(i), name="ping", arguments={}), alice)
+            codes.append(result.error.code if result.error else "ok")
+        assert codes == ["ok", "ok", "RATE_LIMITED"]  # two gates, one bucket
+    finally:
+        await stores.close()

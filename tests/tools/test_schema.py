@@ -115,3 +115,19 @@ def test_functions_that_cannot_be_described_are_refused_with_a_clear_error():
 
     with pytest.raises(ToolDefinitionError, match="timeout"):
         box.add_tool(lambda: None, name="bad", timeout=0)
+
+
+def test_stores_and_the_minted_key_are_injected_too():
+    from maitre import IdempotencyKey
+    from maitre.stores import Stores
+
+    box = Toolbox()
+
+    @box.tool(effect="write")
+    def record(note: str, stores: Stores, key: IdempotencyKey) -> str:
+        """Record a note."""
+        return key
+
+    tool = box.get("record")
+    assert list(tool.input_schema["properties"]) == ["note"]
+    assert set(tool.context_params) == {"stores", "key"}

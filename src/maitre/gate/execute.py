@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 
 from ..context import IdempotencyKey, RunContext
+from ..stores.base import Stores
 from ..tools import Tool
 from ..types import Effect, ErrorCode, Principal, ToolError
 from .base import CallContext
@@ -62,7 +63,7 @@ async def execute(ctx: CallContext) -> ToolError | None:
 async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
     try:
         started = time.monotonic()
-        coro = invoke_tool(tool, ctx.validated, ctx.principal, ctx.run, ctx.idempotency_key)
+        coro = invoke_tool(tool, ctx.validated, ctx.principal, ctx.run, ctx.idempotency_key, ctx.gate.stores)
         try:
             first = coro.send(None)
         except StopIteration as done:  # finished without suspending: no deadline could have fired
@@ -118,7 +119,12 @@ def _deadline(seconds: float) -> Any:
 
 
 async def invoke_tool(
-    tool: Tool, validated: Any, principal: Principal, run: RunContext, key: str | None = None
+    tool: Tool,
+    validated: Any,
+    principal: Principal,
+    run: RunContext,
+    key: str | None = None,
+    stores: Stores | None = None,
 ) -> Any:
     """Call the tool's function with validated arguments and injected context."""
     if tool.fn is None:
@@ -132,6 +138,8 @@ async def invoke_tool(
             kwargs[name] = run
         elif issubclass(kind, IdempotencyKey):
             kwargs[name] = IdempotencyKey(key) if key else None
+        elif issubclass(kind, Stores) and stores is not None:
+            kwargs[name] = stores
     if tool.is_async:
         return await tool.fn(**kwargs)
     call = functools.partial(tool.fn, **kwargs)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, TypeAdapter
 
 from ..context import IdempotencyKey, RunContext
+from ..stores.base import Stores
 from ..exceptions import ToolDefinitionError
 from ..types import Effect, Principal, Risk, Trust
 from .docstrings import parse_docstring
@@ -35,7 +36,7 @@ DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESULT_TOKENS = 2_000
 """Results longer than this are cut and the rest kept behind a handle (seed 002's oversized result)."""
 
-CONTEXT_TYPES: tuple[type, ...] = (Principal, RunContext, IdempotencyKey)
+CONTEXT_TYPES: tuple[type, ...] = (Principal, RunContext, IdempotencyKey, Stores)
 """Parameter annotations the gate injects instead of taking them from the model."""
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*(\.[A-Za-z][A-Za-z0-9_\-]*)*$")
