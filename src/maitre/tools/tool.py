@@ -17,8 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, TypeAdapter
 
 from ..context import IdempotencyKey, RunContext
-from ..stores.base import Stores
 from ..exceptions import ToolDefinitionError
+from ..stores.base import Stores
 from ..types import Effect, Principal, Risk, Trust
 from .docstrings import parse_docstring
 from .schema import SCHEMA_DIALECT, build_input_model, model_json_schema, strict_schema
