@@ -319,38 +319,41 @@ def main(quick: bool = False) -> None:
     lexical.add_many(padding)
     pad_build = time.perf_counter() - started
     sample = queries["live_multiple"][:400] + queries["simple_python"][:100]
-    lat_lex, lat_fused = Score(), Score()
-    for query in sample:
-        names, us = _timed(lambda t: lexical.search(t, K), query.text)
-        lat_lex.add(names, query.gold, us)
-        names, us = _timed(lambda t: fused.search(t, K), query.text)
-        lat_fused.add(names, query.gold, us)
-    embedder = fused.embedder
-    embed_only = Score()
-    if embedder is not None:
-        for query in sample:
-            start = time.perf_counter_ns()
-            embedder.embed_query(query.text)
-            embed_only.latency_us.append((time.perf_counter_ns() - start) / 1000)
     print(
         f"\nlatency at {len(fused)} tools ({len(padding)} synthetic added in {pad_build:.1f} s), "
-        f"{len(sample)} queries:",
-        file=out,
-    )
-    print(f"  lexical            p50 {_fmt_ms(lat_lex.p50)} ms  p99 {_fmt_ms(lat_lex.p99)} ms", file=out)
-    print(
-        f"  fused (with embed) p50 {_fmt_ms(lat_fused.p50)} ms  p99 {_fmt_ms(lat_fused.p99)} ms   "
-        f"goal p50 <= 5 ms: {'meets' if lat_fused.p50 <= 5000 else 'MISSES'} (on this machine's load)",
+        f"{len(sample)} queries; goal: fused p50 <= 5 ms",
         file=out,
     )
     print(
-        f"  of which embedding p50 {_fmt_ms(embed_only.p50)} ms  p99 {_fmt_ms(embed_only.p99)} ms",
+        f"  {'workload':44} {'lexical p50/p99':>17} {'fused p50/p99':>17} {'embed only p50/p99':>19}",
         file=out,
     )
+    workloads = [
+        ("BFCL questions (full user text)", [q.text for q in sample]),
+        # What search_tools sees: a model writes a few words, not the user's whole message.
+        ("short queries (first 8 words of each)", [" ".join(q.text.split()[:8]) for q in sample]),
+    ]
+    for label, texts in workloads:
+        lat_lex, lat_fused, embed_only = Score(), Score(), Score()
+        for text in texts:
+            lat_lex.latency_us.append(_timed(lambda t: lexical.search(t, K), text)[1])
+            lat_fused.latency_us.append(_timed(lambda t: fused.search(t, K), text)[1])
+            if fused.embedder is not None:
+                start = time.perf_counter_ns()
+                fused.embedder.embed_query(text)
+                embed_only.latency_us.append((time.perf_counter_ns() - start) / 1000)
+        verdict = "" if quick else ("meets" if lat_fused.p50 <= 5000 else "MISSES")
+        print(
+            f"  {label:44} {_fmt_ms(lat_lex.p50):>8}/{_fmt_ms(lat_lex.p99):>7} ms "
+            f"{_fmt_ms(lat_fused.p50):>8}/{_fmt_ms(lat_fused.p99):>7} ms "
+            f"{_fmt_ms(embed_only.p50):>9}/{_fmt_ms(embed_only.p99):>7} ms  {verdict}",
+            file=out,
+        )
+    padded = Score()
+    for query in sample:
+        padded.add([h.name for h in fused.search(query.text, K)], query.gold)
     print(
-        f"  hit@5 on the sample after padding: lexical {lat_lex.rate(lat_lex.hit5):.3f}, "
-        f"fused {lat_fused.rate(lat_fused.hit5):.3f}",
-        file=out,
+        f"  hit@5 of the fused search on the sample after padding: {padded.rate(padded.hit5):.3f}", file=out
     )
     print(f"  ({_load()})", file=out)
     lexical.close()

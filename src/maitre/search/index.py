@@ -28,7 +28,7 @@ lexical only and abstains when no query word matches any tool.
 Incremental: `add`/`remove` update both retrievers row by row; given a `Toolbox`, the index
 subscribes to its changes (including toolboxes it includes, such as an MCP server's tools when the
 server's list changes). Searches and updates may come from several threads; one lock serialises
-them, and embedding (the slow part) happens outside it.
+them, and embedding (the slow part) happens outside it, overlapped with the BM25 query.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import importlib.util
 import logging
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -210,6 +211,9 @@ class ToolIndex:
         self._next_slot = 1  # FTS5 rowids start at 1
         self._masks: dict[tuple[str, ...], NDArray[np.bool_]] = {}
         self._unsubscribe: Callable[[], None] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._version = 0
+        """Bumped on every change, so a search can tell that slots moved under it."""
         self.toolbox = toolbox
         if toolbox is not None:
             self.add_many(toolbox.tools())
@@ -251,6 +255,7 @@ class ToolIndex:
                 self._dense.delete(row.slot)
             self._free.append(row.slot)
             self._masks.clear()
+            self._version += 1
             return True
 
     def names(self) -> list[str]:
@@ -276,6 +281,9 @@ class ToolIndex:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
         with self._lock:
             self._lexical.close()
 
@@ -310,20 +318,46 @@ class ToolIndex:
             return []
         namespaces = (namespace,) if isinstance(namespace, str) else (tuple(namespace) if namespace else None)
         terms = query_terms(query)
-        vector = self.embedder.embed_query(query) if self.embedder is not None else None
         threshold = self.min_similarity if min_similarity is None else min_similarity
         floor = min(self.min_hit_similarity, threshold)
+        if self.embedder is None or self._dense is None:
+            with self._lock:
+                return self._lexical_hits(self._candidates(terms, namespaces, exclude), k)
+        # BM25 runs on a worker thread while this thread embeds the query: both release the GIL,
+        # so on two idle cores the lexical side costs nothing (~1 ms saved of ~5 ms).
+        pending = self._worker().submit(self._versioned_candidates, terms, namespaces, exclude)
+        try:
+            vector = self.embedder.embed_query(query)
+        finally:
+            version, lexical = pending.result()
         with self._lock:
-            limit = self.candidates + len(exclude)
-            lexical = self._lexical.search(terms, limit=limit, namespaces=namespaces)
-            if exclude:
-                skip = {self._rows[n].slot for n in exclude if n in self._rows}
-                lexical = [(slot, s) for slot, s in lexical if slot not in skip]
-            # FTS5 clamps the idf of a word found in most tools to ~1e-6: such a match is no evidence.
-            lexical = [(slot, s) for slot, s in lexical if s > _NO_EVIDENCE][: self.candidates]
-            if self._dense is None or vector is None:
-                return self._lexical_hits(lexical, k)
+            if version != self._version:  # the index changed in between: slots may have moved
+                lexical = self._candidates(terms, namespaces, exclude)
             return self._fused_hits(vector, lexical, k, namespaces, exclude, threshold, floor)
+
+    def _candidates(
+        self, terms: list[str], namespaces: tuple[str, ...] | None, exclude: Collection[str]
+    ) -> list[tuple[int, float]]:
+        """BM25 candidates (slot, score); the caller holds the lock."""
+        lexical = self._lexical.search(terms, limit=self.candidates + len(exclude), namespaces=namespaces)
+        if exclude:
+            skip = {self._rows[n].slot for n in exclude if n in self._rows}
+            lexical = [(slot, s) for slot, s in lexical if slot not in skip]
+        # FTS5 clamps the idf of a word found in most tools to ~1e-6: such a match is no evidence.
+        return [(slot, s) for slot, s in lexical if s > _NO_EVIDENCE][: self.candidates]
+
+    def _versioned_candidates(
+        self, terms: list[str], namespaces: tuple[str, ...] | None, exclude: Collection[str]
+    ) -> tuple[int, list[tuple[int, float]]]:
+        with self._lock:
+            return self._version, self._candidates(terms, namespaces, exclude)
+
+    def _worker(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(1, thread_name_prefix="maitre-tool-search")
+        return self._executor
 
     def _lexical_hits(self, lexical: list[tuple[int, float]], k: int) -> list[SearchHit]:
         if not lexical:
@@ -436,6 +470,7 @@ class ToolIndex:
         if self._dense is not None and vector is not None:
             self._dense.put(row.slot, vector)
         self._masks.clear()
+        self._version += 1
 
     def _namespace_mask(self, namespaces: tuple[str, ...]) -> NDArray[np.bool_]:
         mask = self._masks.get(namespaces)
