@@ -208,13 +208,12 @@ class PostgresBackend:
     def dense(
         self, db: _Db, tenant: str, user: str, query: NDArray[np.float32], limit: int
     ) -> list[tuple[int, float]]:
-        literal = _vector_literal(query)
         rows = db.execute(
-            "SELECT seq, 1 - (emb <=> ?::vector) FROM memory_index WHERE tenant = ? AND user_id = ? "
-            "ORDER BY emb <=> ?::vector, seq LIMIT ?",
-            (literal, tenant, user, literal, limit),
+            "SELECT seq, emb <=> ?::vector AS distance FROM memory_index WHERE tenant = ? AND user_id = ? "
+            "ORDER BY distance, seq LIMIT ?",
+            (_vector_literal(query), tenant, user, limit),
         )
-        return [(int(r[0]), float(r[1])) for r in rows]
+        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
 
     def load_vectors(self, db: _Db, tenant: str, user: str, dim: int) -> tuple[list[int], list[bytes]]:
         rows = db.execute(

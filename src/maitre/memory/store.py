@@ -411,7 +411,13 @@ class MemoryStore:
     def _embed_needed(
         self, user: str, tenant: str, prepared: list[tuple[Fact, str, bool]], unforget: bool
     ) -> dict[str, NDArray[np.float32]]:
-        """Embed, outside any transaction, the texts of candidates that look likely to become current."""
+        """Embed, outside any transaction, the texts of candidates that look likely to become current.
+
+        A batch (extraction, an import) embeds every text in one model call without asking the
+        database first; a single write checks first, so a replay or a duplicate costs no embedding.
+        """
+        if len(prepared) > 1:
+            return self._embed([fact_text(f.key, f.value) for f, _, _ in prepared if not f.retracted])
         wanted: list[str] = []
         with self.backend.read() as db:
             for fact, slot, multi in prepared:
@@ -420,7 +426,7 @@ class MemoryStore:
                 rows = [f for _, f in self._slot(db, tenant, user, slot)]
                 current = next((f for f in rows if f.status == Status.CURRENT), None)
                 action = rules.decide(fact, rows, current, multi_valued=multi)
-                if action in (WriteAction.INSERTED, WriteAction.CONFIRMED) or len(prepared) > 1:
+                if action in (WriteAction.INSERTED, WriteAction.CONFIRMED):
                     wanted.append(fact_text(fact.key, fact.value))
         return self._embed(wanted)
 
@@ -648,7 +654,7 @@ class MemoryStore:
             if self.backend.native_vectors:
                 dense = self.backend.dense(db, tenant, user, qvec, _CANDIDATES)
             else:
-                dense = self._dense_cached(db, tenant, user, qvec)
+                dense = self._dense_cached(db, tenant, user, qvec, int(version[0][0]))
             ranked = fuse(lexical, dense, k=k, min_similarity=threshold)
             if not ranked:
                 return []
@@ -660,13 +666,9 @@ class MemoryStore:
         ]
 
     def _dense_cached(
-        self, db: Db, tenant: str, user: str, qvec: NDArray[np.float32]
+        self, db: Db, tenant: str, user: str, qvec: NDArray[np.float32], version: int
     ) -> list[tuple[int, float]]:
         scope = scope_token(tenant, user)
-        rows = db.execute(
-            "SELECT version FROM memory_versions WHERE tenant = ? AND user_id = ?", (tenant, user)
-        )
-        version = int(rows[0][0]) if rows else 0
         hits = self._cache.search(scope, version, qvec, _CANDIDATES)
         if hits is not None:
             return hits
