@@ -51,6 +51,7 @@ from maitre.embeddings import MiniLMEmbedder, default_embedder
 from maitre.memory import Candidate, MemoryPolicy, MemoryStore
 from maitre.memory.model import DEFAULT_MULTI_VALUED, fact_text
 from maitre.memory.retrieval import query_terms
+from maitre.memory.rows import facts_by_seq
 
 __all__ = ["main"]
 
@@ -818,7 +819,7 @@ def lexical_only(store: MemoryStore) -> Fetch:
     def fetch(user: str, query: str) -> list[tuple[str, str]]:
         with store.backend.read() as db:
             seqs = store.backend.lexical(db, "default", user, query_terms(query), 5)
-            rows = store._by_seq(db, seqs)  # an ablation reads the internals on purpose
+            rows = facts_by_seq(db, seqs)  # an ablation reads the internals on purpose
         return [(rows[s].key, rows[s].value) for s in seqs if s in rows]
 
     return fetch

@@ -29,7 +29,7 @@ import logging
 import secrets
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +42,7 @@ from ..tokens import count_tokens
 from . import rules
 from .backend import Backend, Db
 from .extract import Extractor, Message, RuleExtractor
+from .forget import erase
 from .model import (
     DEFAULT_TENANT,
     Candidate,
@@ -64,7 +65,9 @@ from .model import (
     to_micros,
     tombstone_digest,
 )
+from .profile import PROFILE_ID, profile_facts, profile_text, rebuild_profile
 from .retrieval import fuse, query_terms
+from .rows import COLS, bump_version, chunks, facts_by_seq, insert_fact, row_fact, slot_rows, tombstoned
 from .sqlite import SQLiteBackend, scope_token
 from .vectors import VectorCache
 
@@ -75,41 +78,13 @@ __all__ = ["MemoryStore"]
 
 log = logging.getLogger(__name__)
 
-_COLS = (
-    "seq, id, tenant, user_id, key, value, valid_from, recorded_at, source, origin, status, "
-    "superseded_by, superseded_at, retracted"
-)
 _FUTURE_SKEW = timedelta(minutes=5)
 _CANDIDATES = 50  # per ranker, before fusion
-_PROFILE_ID = "profile"
 _SECRET_CHECK = b"maitre-memory-secret-check"
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _row_fact(row: Sequence[Any]) -> tuple[int, Fact]:
-    return row[0], Fact(
-        id=row[1],
-        tenant=row[2],
-        user=row[3],
-        key=row[4],
-        value=row[5],
-        valid_from=from_micros(row[6]),
-        recorded_at=from_micros(row[7]),
-        source=row[8],
-        origin=Origin(row[9]),
-        status=Status(row[10]),
-        superseded_by=row[11],
-        superseded_at=from_micros(row[12]) if row[12] is not None else None,
-        retracted=bool(row[13]),
-    )
-
-
-def _chunks(items: Sequence[Any], size: int = 500) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 class MemoryStore:
@@ -314,8 +289,8 @@ class MemoryStore:
                 if (add or rem) and fact.key in self.policy.profile_keys:
                     profile_dirty = True
             if profile_dirty:
-                self._rebuild_profile(db, tenant, user)
-            new_version = self._bump(db, tenant, user)
+                rebuild_profile(db, tenant, user, self.policy, to_micros(self._clock()))
+            new_version = bump_version(db, tenant, user)
         if not self.backend.native_vectors:
             self._cache.apply(scope_token(tenant, user), new_version - 1, new_version, added, removed)
         return outcomes
@@ -421,9 +396,9 @@ class MemoryStore:
         wanted: list[str] = []
         with self.backend.read() as db:
             for fact, slot, multi in prepared:
-                if fact.retracted or (not unforget and self._tombstoned(db, self._digest(fact))):
+                if fact.retracted or (not unforget and tombstoned(db, self._digest(fact))):
                     continue
-                rows = [f for _, f in self._slot(db, tenant, user, slot)]
+                rows = [f for _, f in slot_rows(db, tenant, user, slot)]
                 current = next((f for f in rows if f.status == Status.CURRENT), None)
                 action = rules.decide(fact, rows, current, multi_valued=multi)
                 if action in (WriteAction.INSERTED, WriteAction.CONFIRMED):
@@ -451,14 +426,14 @@ class MemoryStore:
     ) -> tuple[WriteOutcome, list[tuple[int, NDArray[np.float32]]], list[int]]:
         tenant, user = fact.tenant, fact.user
         digest = self._digest(fact)
-        rows = self._slot(db, tenant, user, slot)
+        rows = slot_rows(db, tenant, user, slot)
         current_row = next(((s, f) for s, f in rows if f.status == Status.CURRENT), None)
         current = current_row[1] if current_row else None
         visible = current if current is not None and not current.retracted else None
         if not fact.retracted:
             if unforget:
                 db.execute("DELETE FROM memory_tombstones WHERE digest = ?", (digest,))
-            elif self._tombstoned(db, digest):
+            elif tombstoned(db, digest):
                 return WriteOutcome(action=WriteAction.BLOCKED, current=visible), [], []
         action = rules.decide(fact, [f for _, f in rows], current, multi_valued=multi)
         if action in (WriteAction.DUPLICATE, WriteAction.IGNORED):
@@ -467,7 +442,7 @@ class MemoryStore:
         if not wins:
             assert current is not None
             fact.status, fact.superseded_by, fact.superseded_at = Status.SUPERSEDED, current.id, now
-        seq = self._insert(db, fact, slot)
+        seq = insert_fact(db, fact, slot)
         if not wins:
             return WriteOutcome(action=action, current=visible, stored=fact), [], []
         added: list[tuple[int, NDArray[np.float32]]] = []
@@ -493,48 +468,6 @@ class MemoryStore:
             added,
             removed,
         )
-
-    def _insert(self, db: Db, fact: Fact, slot: str) -> int:
-        rows = db.execute(
-            "INSERT INTO memory_facts (id, tenant, user_id, key, slot, value, valid_from, recorded_at, source, "
-            "origin, status, superseded_by, superseded_at, retracted) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
-            (
-                fact.id,
-                fact.tenant,
-                fact.user,
-                fact.key,
-                slot,
-                fact.value,
-                to_micros(fact.valid_from),
-                to_micros(fact.recorded_at),
-                fact.source,
-                str(fact.origin),
-                str(fact.status),
-                fact.superseded_by,
-                to_micros(fact.superseded_at) if fact.superseded_at else None,
-                int(fact.retracted),
-            ),
-        )
-        return int(rows[0][0])
-
-    def _slot(self, db: Db, tenant: str, user: str, slot: str) -> list[tuple[int, Fact]]:
-        rows = db.execute(
-            f"SELECT {_COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND slot = ?",
-            (tenant, user, slot),
-        )
-        return [_row_fact(r) for r in rows]
-
-    def _tombstoned(self, db: Db, digest: str) -> bool:
-        return bool(db.execute("SELECT 1 FROM memory_tombstones WHERE digest = ?", (digest,)))
-
-    def _bump(self, db: Db, tenant: str, user: str) -> int:
-        rows = db.execute(
-            "INSERT INTO memory_versions (tenant, user_id, version) VALUES (?, ?, 1) "
-            "ON CONFLICT (tenant, user_id) DO UPDATE SET version = memory_versions.version + 1 RETURNING version",
-            (tenant, user),
-        )
-        return int(rows[0][0])
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -572,22 +505,22 @@ class MemoryStore:
         with self.backend.read() as db:
             if valid_at is None and known_at is None:
                 rows = db.execute(
-                    f"SELECT {_COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ? "
+                    f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ? "
                     "AND status = 'current' AND retracted = 0",
                     (tenant, user, key),
                 )
-                found = [_row_fact(r)[1] for r in rows]
+                found = [row_fact(r)[1] for r in rows]
             else:
                 now = self._clock()
                 valid = to_datetime(valid_at, default=to_datetime(known_at, default=now))
                 known = to_datetime(known_at, default=valid if valid_at is None else now)
                 rows = db.execute(
-                    f"SELECT {_COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ?",
+                    f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ?",
                     (tenant, user, key),
                 )
                 slots: dict[str, list[Fact]] = {}
                 for r in rows:
-                    slots.setdefault(self._slot_of(_row_fact(r)[1]), []).append(_row_fact(r)[1])
+                    slots.setdefault(self._slot_of(row_fact(r)[1]), []).append(row_fact(r)[1])
                 found = [
                     w
                     for w in (rules.winner(fs, valid_at=valid, known_at=known) for fs in slots.values())
@@ -605,22 +538,22 @@ class MemoryStore:
         key = normalise_key(key)
         with self.backend.read() as db:
             rows = db.execute(
-                f"SELECT {_COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ? "
+                f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ? "
                 "ORDER BY valid_from, recorded_at, seq",
                 (tenant, user, key),
             )
-        return [_row_fact(r)[1] for r in rows]
+        return [row_fact(r)[1] for r in rows]
 
     def facts(self, user: str, *, tenant: str = DEFAULT_TENANT, include_history: bool = False) -> list[Fact]:
         """All of a user's facts (current only unless `include_history`), by key then valid_from."""
         where = "" if include_history else " AND status = 'current' AND retracted = 0"
         with self.backend.read() as db:
             rows = db.execute(
-                f"SELECT {_COLS} FROM memory_facts WHERE tenant = ? AND user_id = ?{where} "
+                f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ?{where} "
                 "ORDER BY key, valid_from, recorded_at, seq",
                 (tenant, user),
             )
-        return [_row_fact(r)[1] for r in rows]
+        return [row_fact(r)[1] for r in rows]
 
     def retrieve(
         self,
@@ -658,7 +591,7 @@ class MemoryStore:
             ranked = fuse(lexical, dense, k=k, min_similarity=threshold)
             if not ranked:
                 return []
-            by_seq = self._by_seq(db, [r.seq for r in ranked])
+            by_seq = facts_by_seq(db, [r.seq for r in ranked])
         return [
             Hit(fact=by_seq[r.seq], score=r.score, similarity=r.similarity, lexical=r.lexical)
             for r in ranked
@@ -687,17 +620,6 @@ class MemoryStore:
             hits = [(int(seqs[i]), float(sims[i])) for i in top]
         return hits
 
-    def _by_seq(self, db: Db, seqs: list[int]) -> dict[int, Fact]:
-        out: dict[int, Fact] = {}
-        for chunk in _chunks(seqs):
-            marks = ", ".join("?" * len(chunk))
-            for r in db.execute(
-                f"SELECT {_COLS} FROM memory_facts WHERE seq IN ({marks}) AND status = 'current'", chunk
-            ):
-                seq, fact = _row_fact(r)
-                out[seq] = fact
-        return out
-
     # -- profile and summaries ------------------------------------------------------------------------
 
     def profile(self, user: str, *, tenant: str = DEFAULT_TENANT) -> Profile:
@@ -705,63 +627,11 @@ class MemoryStore:
         with self.backend.read() as db:
             rows = db.execute(
                 "SELECT text FROM memory_summaries WHERE tenant = ? AND user_id = ? AND id = ?",
-                (tenant, user, _PROFILE_ID),
+                (tenant, user, PROFILE_ID),
             )
-            facts = self._profile_facts(db, tenant, user)
-        text = rows[0][0] if rows else self._profile_text(facts)[0]
+            facts = profile_facts(db, tenant, user, self.policy)
+        text = rows[0][0] if rows else profile_text(facts, self.policy)[0]
         return Profile(text=text, facts=facts, tokens=count_tokens(text) if text else 0)
-
-    def _profile_facts(self, db: Db, tenant: str, user: str) -> list[Fact]:
-        keys = list(self.policy.profile_keys)
-        if not keys:
-            return []
-        marks = ", ".join("?" * len(keys))
-        rows = db.execute(
-            f"SELECT {_COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND status = 'current' "
-            f"AND retracted = 0 AND key IN ({marks}) ORDER BY valid_from, seq",
-            (tenant, user, *keys),
-        )
-        order = {k: i for i, k in enumerate(keys)}
-        facts = [_row_fact(r)[1] for r in rows]
-        return sorted(facts, key=lambda f: order[f.key])
-
-    def _profile_text(self, facts: list[Fact]) -> tuple[str, list[Fact]]:
-        lines: list[str] = []
-        used: list[Fact] = []
-        grouped: dict[str, list[Fact]] = {}
-        for f in facts:
-            grouped.setdefault(f.key, []).append(f)
-        budget = self.policy.profile_max_tokens
-        for key, group in grouped.items():
-            line = f"{key.replace('_', ' ')}: {', '.join(f.value for f in group)}"
-            cost = count_tokens(line + "\n")
-            if cost > budget:
-                break
-            budget -= cost
-            lines.append(line)
-            used += group
-        return "\n".join(lines), used
-
-    def _rebuild_profile(self, db: Db, tenant: str, user: str) -> None:
-        text, used = self._profile_text(self._profile_facts(db, tenant, user))
-        db.execute(
-            "DELETE FROM memory_summary_sources WHERE tenant = ? AND user_id = ? AND summary_id = ?",
-            (tenant, user, _PROFILE_ID),
-        )
-        db.execute(
-            "DELETE FROM memory_summaries WHERE tenant = ? AND user_id = ? AND id = ?",
-            (tenant, user, _PROFILE_ID),
-        )
-        if not used:
-            return
-        db.execute(
-            "INSERT INTO memory_summaries (id, tenant, user_id, kind, text, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (_PROFILE_ID, tenant, user, "profile", text, to_micros(self._clock())),
-        )
-        db.executemany(
-            "INSERT INTO memory_summary_sources (tenant, user_id, summary_id, fact_id) VALUES (?, ?, ?, ?)",
-            [(tenant, user, _PROFILE_ID, f.id) for f in used],
-        )
 
     def add_summary(
         self,
@@ -790,7 +660,7 @@ class MemoryStore:
         )
         with self.backend.write([f"{tenant}\x1f{user}"]) as db:
             known = set()
-            for chunk in _chunks(summary.sources):
+            for chunk in chunks(summary.sources):
                 marks = ", ".join("?" * len(chunk))
                 known |= {
                     r[0]
@@ -864,114 +734,25 @@ class MemoryStore:
         return self._delete(tenant, user, key=None, value=None)
 
     def _delete(self, tenant: str, user: str, *, key: str | None, value: str | None) -> DeleteReport:
-        report = DeleteReport()
         with self.backend.write([f"{tenant}\x1f{user}"]) as db:
-            if key is None:
-                rows = db.execute(
-                    f"SELECT {_COLS} FROM memory_facts WHERE tenant = ? AND user_id = ?", (tenant, user)
-                )
-            else:
-                rows = db.execute(
-                    f"SELECT {_COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ?",
-                    (tenant, user, key),
-                )
-            found = [_row_fact(r) for r in rows]
-            if value is not None:
-                norm = normalise_value(value)
-                found = [(s, f) for s, f in found if normalise_value(f.value) == norm]
-            if not found:
-                return report
-            indexed = [(s, f) for s, f in found if f.status == Status.CURRENT and not f.retracted]
-            self.backend.unindex(db, [(s, tenant, user, fact_text(f.key, f.value)) for s, f in indexed])
-            now = to_micros(self._clock())
-            digests = sorted({self._digest(f) for _, f in found if not f.retracted and f.value})
-            for d in digests:
-                db.execute(
-                    "INSERT INTO memory_tombstones (digest, created_at) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING",
-                    (d, now),
-                )
-            ids = [f.id for _, f in found]
-            summary_ids: set[str] = set()
-            for chunk in _chunks(ids):
-                marks = ", ".join("?" * len(chunk))
-                summary_ids |= {
-                    r[0]
-                    for r in db.execute(
-                        f"SELECT DISTINCT summary_id FROM memory_summary_sources WHERE tenant = ? AND user_id = ? "
-                        f"AND fact_id IN ({marks})",
-                        (tenant, user, *chunk),
-                    )
-                }
-            dropped = sorted(summary_ids - {_PROFILE_ID})
-            for chunk in _chunks(dropped):
-                marks = ", ".join("?" * len(chunk))
-                db.execute(
-                    f"DELETE FROM memory_summary_sources WHERE tenant = ? AND user_id = ? AND summary_id IN ({marks})",
-                    (tenant, user, *chunk),
-                )
-                db.execute(
-                    f"DELETE FROM memory_summaries WHERE tenant = ? AND user_id = ? AND id IN ({marks})",
-                    (tenant, user, *chunk),
-                )
-            seqs = [s for s, _ in found]
-            for chunk in _chunks(seqs):
-                marks = ", ".join("?" * len(chunk))
-                db.execute(f"DELETE FROM memory_facts WHERE seq IN ({marks})", chunk)
-            for chunk in _chunks(ids):
-                marks = ", ".join("?" * len(chunk))
-                db.execute(
-                    f"UPDATE memory_facts SET superseded_by = NULL WHERE superseded_by IN ({marks})", chunk
-                )
-            if value is not None and key is not None and key not in self.policy.multi_valued:
-                self._hold_forgotten_slot(db, [f for _, f in found], now)
-            if _PROFILE_ID in summary_ids:
-                self._rebuild_profile(db, tenant, user)
-            if key is None:
-                db.execute(
-                    "DELETE FROM memory_summary_sources WHERE tenant = ? AND user_id = ?", (tenant, user)
-                )
-                db.execute("DELETE FROM memory_summaries WHERE tenant = ? AND user_id = ?", (tenant, user))
-            self.backend.purge(db)
-            self._bump(db, tenant, user)
-            report = DeleteReport(
-                facts=len(found),
-                summaries_removed=len(dropped),
-                profile_rebuilt=_PROFILE_ID in summary_ids,
-                tombstones=len(digests),
+            report = erase(
+                db,
+                self.backend,
+                tenant=tenant,
+                user=user,
+                key=key,
+                value=value,
+                policy=self.policy,
+                digest=self._digest,
+                now_us=to_micros(self._clock()),
             )
-        self._cache.invalidate(scope_token(tenant, user))
-        self.backend.after_delete()
-        log.info("memory: forgot %d facts of one user (%d summaries)", report.facts, report.summaries_removed)
+        if report.facts:
+            self._cache.invalidate(scope_token(tenant, user))
+            self.backend.after_delete()
+            log.info(
+                "memory: forgot %d facts of one user (%d summaries)", report.facts, report.summaries_removed
+            )
         return report
-
-    def _hold_forgotten_slot(self, db: Db, forgotten: list[Fact], now: int) -> None:
-        """After forgetting the current value of a single-valued key, keep older values from reviving.
-
-        A textless retraction takes the forgotten fact's place in the conflict order.
-        """
-        current = next((f for f in forgotten if f.status == Status.CURRENT and not f.retracted), None)
-        if current is None:
-            return
-        remaining = db.execute(
-            "SELECT 1 FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ?",
-            (current.tenant, current.user, current.key),
-        )
-        if not remaining:
-            return
-        hold = Fact(
-            id=uuid.uuid4().hex,
-            tenant=current.tenant,
-            user=current.user,
-            key=current.key,
-            value="",
-            valid_from=current.valid_from,
-            recorded_at=from_micros(now),
-            source="forget",
-            origin=current.origin,
-            status=Status.CURRENT,
-            retracted=True,
-        )
-        self._insert(db, hold, current.key)
 
     # -- export and maintenance ---------------------------------------------------------------------
 
@@ -1023,7 +804,7 @@ class MemoryStore:
                 (f"{getattr(emb, 'name', type(emb).__name__)}/{emb.dim}",),
             )
             for tenant, user in {(r[1], r[2]) for r in rows}:
-                self._bump(db, tenant, user)
+                bump_version(db, tenant, user)
         self._cache.invalidate()
         self._embedder_checked = True
         return len(rows)

@@ -1,0 +1,142 @@
+"""Deletion that reaches every copy, in the caller's single transaction (seed 000, question 4).
+
+`erase` removes, for one user (a key, one value of it, or everything):
+
+1. every fact row, current and superseded: the history *is* the text, so it goes too;
+2. their entries in the lexical index (FTS5 / tsvector) and the vector index;
+3. every summary built from any of them, found through lineage (`memory_summary_sources`);
+   the profile is rebuilt from what remains instead of being dropped;
+4. and it writes one tombstone per distinct forgotten value: an HMAC of (tenant, user, key,
+   normalised value), never the text, which the write path checks so the same fact cannot be
+   extracted again or come back with a replayed import.
+
+Then `backend.purge` drops index remnants inside the same transaction (FTS5 keeps tokens of deleted
+rows in old segments until they are merged); the store runs `backend.after_delete` after commit
+(WAL checkpoint for SQLite, VACUUM ANALYZE for Postgres).
+
+Forgetting the *current* value of a single-valued key while older values remain would make the
+next-older value current again: the stale-address bug seed 000 opens with. A textless retraction
+takes the forgotten fact's place in the conflict order instead, so the key simply has no value.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from .backend import Backend, Db
+from .model import DeleteReport, Fact, MemoryPolicy, Status, fact_text, from_micros, normalise_value
+from .profile import PROFILE_ID, rebuild_profile
+from .rows import COLS, bump_version, chunks, insert_fact, row_fact
+
+__all__ = ["erase"]
+
+
+def erase(
+    db: Db,
+    backend: Backend,
+    *,
+    tenant: str,
+    user: str,
+    key: str | None,
+    value: str | None,
+    policy: MemoryPolicy,
+    digest: Callable[[Fact], str],
+    now_us: int,
+) -> DeleteReport:
+    """Forget `key` (or one `value` of it, or everything when `key` is None) for one user."""
+    if key is None:
+        rows = db.execute(f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ?", (tenant, user))
+    else:
+        rows = db.execute(
+            f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ?",
+            (tenant, user, key),
+        )
+    found = [row_fact(r) for r in rows]
+    if value is not None:
+        norm = normalise_value(value)
+        found = [(s, f) for s, f in found if normalise_value(f.value) == norm]
+    if not found:
+        return DeleteReport()
+    indexed = [(s, f) for s, f in found if f.status == Status.CURRENT and not f.retracted]
+    backend.unindex(db, [(s, tenant, user, fact_text(f.key, f.value)) for s, f in indexed])
+    digests = sorted({digest(f) for _, f in found if not f.retracted and f.value})
+    for d in digests:
+        db.execute(
+            "INSERT INTO memory_tombstones (digest, created_at) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING",
+            (d, now_us),
+        )
+    ids = [f.id for _, f in found]
+    summary_ids: set[str] = set()
+    for chunk in chunks(ids):
+        marks = ", ".join("?" * len(chunk))
+        summary_ids |= {
+            r[0]
+            for r in db.execute(
+                f"SELECT DISTINCT summary_id FROM memory_summary_sources WHERE tenant = ? AND user_id = ? "
+                f"AND fact_id IN ({marks})",
+                (tenant, user, *chunk),
+            )
+        }
+    dropped = sorted(summary_ids - {PROFILE_ID})
+    _drop_summaries(db, tenant, user, dropped)
+    for chunk in chunks([s for s, _ in found]):
+        db.execute(f"DELETE FROM memory_facts WHERE seq IN ({', '.join('?' * len(chunk))})", chunk)
+    for chunk in chunks(ids):
+        marks = ", ".join("?" * len(chunk))
+        db.execute(f"UPDATE memory_facts SET superseded_by = NULL WHERE superseded_by IN ({marks})", chunk)
+    if value is not None and key is not None and key not in policy.multi_valued:
+        _hold_forgotten_slot(db, [f for _, f in found], now_us)
+    if PROFILE_ID in summary_ids:
+        rebuild_profile(db, tenant, user, policy, now_us)
+    if key is None:
+        db.execute("DELETE FROM memory_summary_sources WHERE tenant = ? AND user_id = ?", (tenant, user))
+        db.execute("DELETE FROM memory_summaries WHERE tenant = ? AND user_id = ?", (tenant, user))
+    backend.purge(db)
+    bump_version(db, tenant, user)
+    return DeleteReport(
+        facts=len(found),
+        summaries_removed=len(dropped),
+        profile_rebuilt=PROFILE_ID in summary_ids,
+        tombstones=len(digests),
+    )
+
+
+def _drop_summaries(db: Db, tenant: str, user: str, summary_ids: list[str]) -> None:
+    for chunk in chunks(summary_ids):
+        marks = ", ".join("?" * len(chunk))
+        db.execute(
+            f"DELETE FROM memory_summary_sources WHERE tenant = ? AND user_id = ? AND summary_id IN ({marks})",
+            (tenant, user, *chunk),
+        )
+        db.execute(
+            f"DELETE FROM memory_summaries WHERE tenant = ? AND user_id = ? AND id IN ({marks})",
+            (tenant, user, *chunk),
+        )
+
+
+def _hold_forgotten_slot(db: Db, forgotten: list[Fact], now_us: int) -> None:
+    """Keep older values of a single-valued key from reviving after its current value was forgotten."""
+    current = next((f for f in forgotten if f.status == Status.CURRENT and not f.retracted), None)
+    if current is None:
+        return
+    remaining = db.execute(
+        "SELECT 1 FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ?",
+        (current.tenant, current.user, current.key),
+    )
+    if not remaining:
+        return
+    hold = Fact(
+        id=uuid.uuid4().hex,
+        tenant=current.tenant,
+        user=current.user,
+        key=current.key,
+        value="",
+        valid_from=current.valid_from,
+        recorded_at=from_micros(now_us),
+        source="forget",
+        origin=current.origin,
+        status=Status.CURRENT,
+        retracted=True,
+    )
+    insert_fact(db, hold, current.key)
