@@ -31,13 +31,21 @@ _SUMMARY_PROMPT = (
 
 
 def _tokens(message: Message) -> int:
+    """Tokens of one message, counted once: messages do not change after they are created (trimming
+    replaces a message with a new one), so the count is kept on the message."""
+    cached = message.__dict__.get("_tokens")
+    if cached is not None:
+        return cached
     if isinstance(message, UserMessage):
-        return count_tokens(message.content)
-    if isinstance(message, AssistantMessage):
-        return count_tokens(message.text) + sum(
+        count = count_tokens(message.content)
+    elif isinstance(message, AssistantMessage):
+        count = count_tokens(message.text) + sum(
             count_tokens(str(c.arguments)) + 8 for c in message.tool_calls
         )
-    return count_tokens(render_tool_result(message))
+    else:
+        count = count_tokens(render_tool_result(message))
+    message.__dict__["_tokens"] = count
+    return count
 
 
 def conversation_tokens(messages: list[Message]) -> int:

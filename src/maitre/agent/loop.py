@@ -173,7 +173,6 @@ class Agent:
         )
         if self.core_tools is not None:
             run.context.visible_tools = set(self.core_tools)
-        self._live[run.id] = run
         return await self._loop(run)
 
     async def resume(
@@ -494,7 +493,12 @@ class Agent:
     # -- persistence -----------------------------------------------------------------------------------
 
     async def _save(self, run: Run) -> None:
-        self._live[run.id] = run
+        # Keep only paused runs in process memory (a fallback if the store write fails); the store
+        # is where runs live, so finished runs are not held for the life of the agent.
+        if run.status is RunStatus.PAUSED:
+            self._live[run.id] = run
+        else:
+            self._live.pop(run.id, None)
         try:
             await self.store.runs.save(
                 run.id,

@@ -17,6 +17,13 @@ from .messages import Message, message_from_dict
 __all__ = ["PendingCall", "Run", "RunStatus"]
 
 
+def _message_json(message: Any) -> str:
+    cached = message.__dict__.get("_json")
+    if cached is None:
+        cached = message.__dict__["_json"] = json.dumps(message.to_dict(), default=str)
+    return cached
+
+
 class RunStatus(StrEnum):
     RUNNING = "running"
     PAUSED = "paused"
@@ -89,14 +96,15 @@ class Run:
         return self.status is RunStatus.PAUSED
 
     def to_json(self) -> str:
-        return json.dumps(
+        """The whole run as JSON. Messages and events never change once added, so each is serialised
+        once and kept: saving after every step costs the new messages, not the whole history."""
+        head = json.dumps(
             {
                 "id": self.id,
                 "principal": self.principal.to_dict(),
                 "status": str(self.status),
                 "stop_reason": str(self.stop_reason) if self.stop_reason else None,
                 "final_text": self.final_text,
-                "messages": [m.to_dict() for m in self.messages],
                 "context": self.context.to_dict(),
                 "pending": [p.to_dict() for p in self.pending],
                 "usage": self.usage.to_dict(),
@@ -104,12 +112,17 @@ class Run:
                 "steps": self.steps,
                 "tool_calls": self.tool_calls,
                 "elapsed_s": self.elapsed_s,
-                "events": self.events,
                 "tool_definition_tokens": self.tool_definition_tokens,
                 "created_at": self.created_at,
             },
             default=str,
         )
+        messages = ",".join(_message_json(m) for m in self.messages)
+        cache: list[str] = self.__dict__.setdefault("_events_json", [])
+        if len(cache) > len(self.events):
+            cache.clear()
+        cache.extend(json.dumps(e, default=str) for e in self.events[len(cache) :])
+        return f'{head[:-1]},"messages":[{messages}],"events":[{",".join(cache)}]}}'
 
     @classmethod
     def from_json(cls, text: str) -> Run:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.messages import AssistantMessage, ToolResultMessage, UserMessage, render_tool_result
+from ..agent.messages import ToolResultMessage, UserMessage
 from ..tokens import count_tokens
 from ..types import ToolCall
 from .base import ModelRequest, ModelResponse, Usage
@@ -175,18 +175,17 @@ class ScriptedModel:
 
 
 def _input_tokens(request: ModelRequest) -> int:
-    total = count_tokens(request.system or "")
+    from ..agent.context_manager import conversation_tokens
+
+    total = count_tokens(request.system or "") + conversation_tokens(request.messages)
     for tool in request.tools:
-        total += count_tokens(
-            {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
-        )
-    for message in request.messages:
-        if isinstance(message, UserMessage):
-            total += count_tokens(message.content)
-        elif isinstance(message, AssistantMessage):
-            total += count_tokens(message.text) + _call_tokens(message.tool_calls)
-        else:
-            total += count_tokens(render_tool_result(message))
+        cached = tool.__dict__.get("_definition_tokens")
+        if cached is None:
+            cached = count_tokens(
+                {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+            )
+            tool.__dict__["_definition_tokens"] = cached
+        total += cached
     return total
 
 
