@@ -39,6 +39,7 @@ def test_floats_take_the_rfc8785_path(value):
 
 def test_examples_that_differ_between_encoders_fall_back():
     assert not _fast_safe({"a": 1.0})
+    assert _fast_safe({"at": 1796010352.1339133, "duration_ms": 0.168})
     assert not _fast_safe({"\U0001f600": 1})  # non-BMP key: UTF-16 order differs
     assert not _fast_safe({"a": 2**60})
     assert canonical_bytes({"b": 1.0, "a": "\n"}) == b'{"a":"\\n","b":1}'

@@ -70,7 +70,8 @@ _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=F
 def _fast_safe(value: Any, depth: int = 0) -> bool:
     """True when the stdlib C encoder writes exactly RFC 8785's bytes for `value`.
 
-    That holds for JSON without floats (JCS formats numbers like ECMAScript), without integers beyond
+    That holds for JSON whose floats are non-integral and inside [1e-4, 1e16) (JCS formats numbers like
+    ECMAScript, and there the two agree; timestamps and durations are), without integers beyond
     ±2**53, without lone surrogates, and with keys inside the Basic Multilingual Plane (JCS sorts keys
     by UTF-16 code units, Python by code points; the orders agree inside the BMP). String escaping is
     the same in both: `\\"`, `\\\\`, `\\b \\f \\n \\r \\t`, other controls as lowercase `\\u00xx`.
@@ -84,6 +85,11 @@ def _fast_safe(value: Any, depth: int = 0) -> bool:
         return True
     if kind is int:
         return -_INT_MAX <= value <= _INT_MAX
+    if kind is float:
+        # Inside [1e-4, 1e16) both Python's repr and ECMAScript's Number::toString write the shortest
+        # round-tripping digits in plain notation; integral floats differ ("1.0" vs "1").
+        magnitude = abs(value)
+        return 1e-4 <= magnitude < 1e16 and not value.is_integer()
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str or not (key.isascii() or (_no_surrogates(key) and max(key) <= "\uffff")):
