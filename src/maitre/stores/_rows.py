@@ -1,8 +1,12 @@
-"""Column lists and row <-> record conversion shared by the SQL backends (SQLite and Postgres).
+"""Column lists, row <-> record conversion and SQL pieces shared by the SQL backends (SQLite, Postgres).
 
 Both backends store JSON as TEXT, not JSONB: the text that went in is the text that comes out, so a
 stored idempotency result replays byte for byte and nothing is renormalised behind our back.
 Column names avoid SQL keywords (`user_id`, `at_ts`, `idem_key`) so the same names work everywhere.
+
+The SQL built here differs between the backends only in the parameter mark (`?` for SQLite, `%s`
+for psycopg), passed as `mark`; statements whose semantics differ (locking, upserts, `LIMIT` for
+"no limit") stay in each backend.
 """
 
 from __future__ import annotations
@@ -12,19 +16,40 @@ from collections.abc import Sequence
 from typing import Any
 
 from maitre.audit.chain import AuditEntry
-from maitre.stores.base import ApprovalRequest, IdempotencyRecord, effective_status
+from maitre.stores.base import (
+    ApprovalRequest,
+    ApprovalStatus,
+    HandleData,
+    IdempotencyRecord,
+    RunState,
+    effective_status,
+    not_decidable,
+)
 
 __all__ = [
     "APPROVAL_COLUMNS",
     "AUDIT_COLUMNS",
+    "DECISION_COLUMNS",
     "IDEMPOTENCY_COLUMNS",
+    "applied_decision",
+    "approval_filter",
     "approval_from_row",
     "approval_to_row",
+    "assignments",
     "audit_from_row",
     "audit_to_row",
+    "bucket_params",
+    "bucket_wait",
+    "decidable_from_row",
+    "decision_row",
     "dump_json",
+    "handle_from_row",
     "idempotency_from_row",
+    "insert_sql",
     "load_json",
+    "run_filter",
+    "run_from_row",
+    "select_sql",
 ]
 
 APPROVAL_COLUMNS = (
@@ -46,6 +71,9 @@ APPROVAL_COLUMNS = (
     "approved_hash",
     "used_at",
 )
+
+DECISION_COLUMNS = ("status", "approver", "decided_at", "message", "edited_arguments", "approved_hash")
+"""The approval columns a decision sets (the keys of `decision_fields`), in `decision_row` order."""
 
 IDEMPOTENCY_COLUMNS = (
     "idem_key",
@@ -138,6 +166,53 @@ def approval_from_row(row: Sequence[Any], now: float) -> ApprovalRequest:
     )
 
 
+def decidable_from_row(approval_id: str, row: Sequence[Any] | None, now: float) -> ApprovalRequest:
+    """The request in `row` (the row read for `decide()`), if it can take a decision at `now`.
+
+    Raises `ApprovalStateError` when the request is unknown (`row` None), decided or expired.
+    """
+    if row is None:
+        raise not_decidable(approval_id, None)
+    current = approval_from_row(row, now)
+    if current.status != "pending":
+        raise not_decidable(approval_id, current.status)
+    return current
+
+
+def decision_row(fields: dict[str, Any]) -> tuple[Any, ...]:
+    """The values of `decision_fields(...)` in `DECISION_COLUMNS` order, ready to store."""
+    edited = fields["edited_arguments"]
+    return (
+        fields["status"],
+        fields["approver"],
+        fields["decided_at"],
+        fields["message"],
+        None if edited is None else dump_json(edited),
+        fields["approved_hash"],
+    )
+
+
+def applied_decision(request: ApprovalRequest, fields: dict[str, Any], now: float) -> ApprovalRequest:
+    """`request` (changed in place) as readers see it once the decision `fields` are stored."""
+    for name, value in fields.items():
+        setattr(request, name, value)
+    request.status = effective_status(request.status, request.expires_at, now)
+    return request
+
+
+def handle_from_row(row: Sequence[Any] | None) -> HandleData | None:
+    """A `SELECT pages, meta` row as `HandleStore.get` returns it (None stays None)."""
+    return None if row is None else HandleData(load_json(row[0]), load_json(row[1]))
+
+
+def run_from_row(row: Sequence[Any] | None, tenant: str | None) -> RunState | None:
+    """A `SELECT status, state_json, tenant` row as `RunStore.load` returns it: None when there is no
+    row, or when `tenant` is given and the run is another tenant's."""
+    if row is None or (tenant is not None and row[2] != tenant):
+        return None
+    return RunState(row[0], row[1])
+
+
 def idempotency_from_row(row: Sequence[Any]) -> IdempotencyRecord:
     key, tenant, tool, fingerprint, state, result, created_at, updated_at, lease_until = row
     return IdempotencyRecord(
@@ -199,3 +274,65 @@ def audit_from_row(row: Sequence[Any]) -> AuditEntry:
         prev_hash=prev_hash,
         hash=hash_,
     )
+
+
+# ---------------------------------------------------------------------------------------------- SQL text
+
+
+def select_sql(table: str, columns: Sequence[str]) -> str:
+    """`SELECT <columns> FROM <table>`."""
+    return f"SELECT {', '.join(columns)} FROM {table}"
+
+
+def insert_sql(table: str, columns: Sequence[str], mark: str) -> str:
+    """`INSERT INTO <table> (<columns>) VALUES (<one mark per column>)`."""
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join([mark] * len(columns))})"
+
+
+def assignments(columns: Sequence[str], mark: str) -> str:
+    """`a = ?, b = ?`: the SET list of an UPDATE of `columns`."""
+    return ", ".join(f"{column} = {mark}" for column in columns)
+
+
+def _where(conditions: list[str], params: list[Any], mark: str, **equal: Any) -> tuple[str, list[Any]]:
+    """` WHERE <conditions> AND <column> = <mark> ...` for each `equal` value that is not None, and
+    its parameters ("" when there is no condition)."""
+    for column, value in equal.items():
+        if value is not None:
+            conditions.append(f"{column} = {mark}")
+            params.append(value)
+    return (f" WHERE {' AND '.join(conditions)}" if conditions else ""), params
+
+
+def approval_filter(
+    *, status: ApprovalStatus | None, tenant: str | None, now: float, mark: str
+) -> tuple[str, list[Any]]:
+    """The ` WHERE ...` clause (or "") and its parameters for `ApprovalStore.list`.
+
+    `status` filters by the effective status at `now`: `pending` and `approved` exclude the expired
+    ones, and `expired` (never stored) matches a pending or approved request past its expiry.
+    """
+    if status in ("pending", "approved"):
+        return _where([f"status = {mark} AND expires_at > {mark}"], [status, now], mark, tenant=tenant)
+    if status == "expired":
+        expired = f"status IN ('pending', 'approved') AND expires_at <= {mark}"
+        return _where([expired], [now], mark, tenant=tenant)
+    return _where([], [], mark, status=status, tenant=tenant)
+
+
+def run_filter(*, status: str | None, tenant: str | None, mark: str) -> tuple[str, list[Any]]:
+    """The ` WHERE ...` clause (or "") and its parameters for `RunStore.list`."""
+    return _where([], [], mark, status=status, tenant=tenant)
+
+
+# ------------------------------------------------------------------------------------------- rate limits
+
+
+def bucket_params(key: str, *, rate_per_s: float, burst: int, cost: float, now: float) -> dict[str, Any]:
+    """The named parameters of the backends' one-statement token-bucket upsert."""
+    return {"key": key, "burst": float(burst), "cost": float(cost), "now": now, "rate": float(rate_per_s)}
+
+
+def bucket_wait(tokens: float, allowed: Any, *, rate_per_s: float, cost: float) -> float:
+    """What `acquire` returns from the upsert's `RETURNING tokens, allowed`: 0.0, or the seconds to wait."""
+    return 0.0 if allowed else (cost - tokens) / rate_per_s

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
-from maitre.audit.chain import AuditEntry
+from maitre.audit.chain import GENESIS_HASH, AuditEntry, seal
 from maitre.exceptions import StoreError
 
 __all__ = [
@@ -55,9 +55,13 @@ __all__ = [
     "StoreError",
     "Stores",
     "check_bucket_args",
+    "check_new_request",
+    "completion_refused",
     "decision_fields",
     "effective_status",
+    "not_decidable",
     "now_or",
+    "seal_next",
     "token_bucket",
 ]
 
@@ -148,6 +152,23 @@ def effective_status(status: str, expires_at: float, now: float) -> ApprovalStat
     if status in ("pending", "approved") and now >= expires_at:
         return "expired"
     return status  # type: ignore[return-value]
+
+
+def check_new_request(request: ApprovalRequest) -> None:
+    """`create()` takes only a `pending` request; every backend refuses anything else the same way."""
+    if request.status != "pending":
+        raise ValueError(f"a new approval request must be pending, not {request.status!r}")
+
+
+def not_decidable(approval_id: str, status: ApprovalStatus | None) -> ApprovalStateError:
+    """The error `decide()` raises for a request that is unknown (`status` None) or not `pending`."""
+    if status is None:
+        return ApprovalStateError(
+            f"approval {approval_id!r} does not exist", approval_id=approval_id, status=None
+        )
+    return ApprovalStateError(
+        f"approval {approval_id!r} is {status}, not pending", approval_id=approval_id, status=status
+    )
 
 
 def decision_fields(
@@ -295,6 +316,13 @@ class IdempotencyStore(Protocol):
         ...
 
 
+def completion_refused(key: str, *, exists: bool) -> IdempotencyStateError:
+    """The error `complete()` raises: the key is unknown, or (`exists`) it is already completed."""
+    if not exists:
+        return IdempotencyStateError(f"idempotency key {key!r} is unknown (released or never begun)")
+    return IdempotencyStateError(f"idempotency key {key!r} is already completed")
+
+
 # ------------------------------------------------------------------------------------------------- audit
 
 
@@ -314,6 +342,15 @@ class AuditStore(Protocol):
     async def last(self) -> AuditEntry | None:
         """The newest entry."""
         ...
+
+
+def seal_next(entry: AuditEntry, head: tuple[int, str] | None) -> AuditEntry:
+    """`entry` sealed after the chain's head `(seq, hash)`, or as the first entry when there is none.
+
+    Callers hold whatever lock makes reading the head and storing the result one step.
+    """
+    seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS_HASH)
+    return seal(entry, seq=seq, prev_hash=prev)
 
 
 # ----------------------------------------------------------------------------------------------- handles

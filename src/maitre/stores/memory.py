@@ -14,23 +14,25 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from maitre.audit.chain import GENESIS_HASH, AuditEntry, seal
+from maitre.audit.chain import AuditEntry
 from maitre.stores.base import (
     AlreadyExistsError,
     ApprovalRequest,
-    ApprovalStateError,
     ApprovalStatus,
     HandleData,
     IdempotencyRecord,
-    IdempotencyStateError,
     RunState,
     RunSummary,
     StoreError,
     Stores,
     check_bucket_args,
+    check_new_request,
+    completion_refused,
     decision_fields,
     effective_status,
+    not_decidable,
     now_or,
+    seal_next,
     token_bucket,
 )
 
@@ -59,8 +61,7 @@ class MemoryApprovalStore:
         return view
 
     async def create(self, request: ApprovalRequest) -> ApprovalRequest:
-        if request.status != "pending":
-            raise ValueError(f"a new approval request must be pending, not {request.status!r}")
+        check_new_request(request)
         with self._lock:
             if request.id in self._items:
                 raise AlreadyExistsError(f"approval {request.id!r} already exists")
@@ -106,16 +107,10 @@ class MemoryApprovalStore:
         with self._lock:
             request = self._items.get(approval_id)
             if request is None:
-                raise ApprovalStateError(
-                    f"approval {approval_id!r} does not exist", approval_id=approval_id, status=None
-                )
+                raise not_decidable(approval_id, None)
             current = effective_status(request.status, request.expires_at, at)
             if current != "pending":
-                raise ApprovalStateError(
-                    f"approval {approval_id!r} is {current}, not pending",
-                    approval_id=approval_id,
-                    status=current,
-                )
+                raise not_decidable(approval_id, current)
             fields = decision_fields(request.call_hash, approve, approver, message, edited_arguments,
                                      approved_hash, at)
             updated = replace(request, **fields)
@@ -179,9 +174,9 @@ class MemoryIdempotencyStore:
         with self._lock:
             record = self._items.get((tenant, key))
             if record is None:
-                raise IdempotencyStateError(f"idempotency key {key!r} is unknown (released or never begun)")
+                raise completion_refused(key, exists=False)
             if record.state == "completed":
-                raise IdempotencyStateError(f"idempotency key {key!r} is already completed")
+                raise completion_refused(key, exists=True)
             record.state = "completed"
             record.result = result_json
             record.updated_at = at
@@ -216,11 +211,7 @@ class MemoryAuditStore:
     async def append(self, entry: AuditEntry) -> AuditEntry:
         with self._lock:
             last = self._entries[-1] if self._entries else None
-            sealed = seal(
-                entry,
-                seq=last.seq + 1 if last else 1,
-                prev_hash=last.hash if last else GENESIS_HASH,
-            )
+            sealed = seal_next(entry, (last.seq, last.hash) if last else None)
             self._entries.append(sealed)
             return sealed
 

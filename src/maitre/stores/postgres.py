@@ -32,35 +32,47 @@ from typing import Any
 
 import anyio
 
-from maitre.audit.chain import GENESIS_HASH, AuditEntry, seal
+from maitre.audit.chain import AuditEntry
 from maitre.stores._rows import (
     APPROVAL_COLUMNS,
     AUDIT_COLUMNS,
+    DECISION_COLUMNS,
     IDEMPOTENCY_COLUMNS,
+    applied_decision,
+    approval_filter,
     approval_from_row,
     approval_to_row,
+    assignments,
     audit_from_row,
     audit_to_row,
+    bucket_params,
+    bucket_wait,
+    decidable_from_row,
+    decision_row,
     dump_json,
+    handle_from_row,
     idempotency_from_row,
-    load_json,
+    insert_sql,
+    run_filter,
+    run_from_row,
+    select_sql,
 )
 from maitre.stores.base import (
     AlreadyExistsError,
     ApprovalRequest,
-    ApprovalStateError,
     ApprovalStatus,
     HandleData,
     IdempotencyRecord,
-    IdempotencyStateError,
     RunState,
     RunSummary,
     StoreError,
     Stores,
     check_bucket_args,
+    check_new_request,
+    completion_refused,
     decision_fields,
-    effective_status,
     now_or,
+    seal_next,
 )
 
 try:
@@ -242,15 +254,12 @@ class PostgresApprovalStore:
 
     def __init__(self, db: PostgresDatabase) -> None:
         self._db = db
-        cols = ", ".join(APPROVAL_COLUMNS)
-        self._select = db.q(f"SELECT {cols} FROM {{s}}.approvals")
-        self._insert = db.q(
-            f"INSERT INTO {{s}}.approvals ({cols}) VALUES ({', '.join(['%s'] * len(APPROVAL_COLUMNS))})"
-        )
+        self._select = db.q(select_sql("{s}.approvals", APPROVAL_COLUMNS))
+        self._insert = db.q(insert_sql("{s}.approvals", APPROVAL_COLUMNS, "%s"))
+        self._decide = db.q(f"UPDATE {{s}}.approvals SET {assignments(DECISION_COLUMNS, '%s')} WHERE id = %s")
 
     async def create(self, request: ApprovalRequest) -> ApprovalRequest:
-        if request.status != "pending":
-            raise ValueError(f"a new approval request must be pending, not {request.status!r}")
+        check_new_request(request)
         row = approval_to_row(request)
         async with self._db.connection() as conn:
             try:
@@ -274,22 +283,8 @@ class PostgresApprovalStore:
         limit: int | None = None,
     ) -> builtins.list[ApprovalRequest]:
         at = now_or(now)
-        where: builtins.list[str] = []
-        params: builtins.list[Any] = []
-        if status in ("pending", "approved"):
-            where.append("status = %s AND expires_at > %s")
-            params += [status, at]
-        elif status == "expired":
-            where.append("status IN ('pending', 'approved') AND expires_at <= %s")
-            params.append(at)
-        elif status is not None:
-            where.append("status = %s")
-            params.append(status)
-        if tenant is not None:
-            where.append("tenant = %s")
-            params.append(tenant)
-        query = self._select + (f" WHERE {' AND '.join(where)}" if where else "")
-        query += " ORDER BY created_at, id LIMIT %s"
+        where, params = approval_filter(status=status, tenant=tenant, now=at, mark="%s")
+        query = f"{self._select}{where} ORDER BY created_at, id LIMIT %s"
         params.append(limit)
         async with self._db.connection() as conn:
             cursor = await conn.execute(query, params)
@@ -310,40 +305,12 @@ class PostgresApprovalStore:
         at = now_or(now)
         async with self._db.connection() as conn, conn.transaction():
             row = await _fetchone(conn, f"{self._select} WHERE id = %s FOR UPDATE", (approval_id,))
-            if row is None:
-                raise ApprovalStateError(
-                    f"approval {approval_id!r} does not exist", approval_id=approval_id, status=None
-                )
-            current = approval_from_row(row, at)
-            if current.status != "pending":
-                raise ApprovalStateError(
-                    f"approval {approval_id!r} is {current.status}, not pending",
-                    approval_id=approval_id,
-                    status=current.status,
-                )
+            current = decidable_from_row(approval_id, row, at)
             fields = decision_fields(
                 current.call_hash, approve, approver, message, edited_arguments, approved_hash, at
             )
-            edited = fields["edited_arguments"]
-            await conn.execute(
-                self._db.q(
-                    "UPDATE {s}.approvals SET status = %s, approver = %s, decided_at = %s, message = %s, "
-                    "edited_arguments = %s, approved_hash = %s WHERE id = %s"
-                ),
-                (
-                    fields["status"],
-                    fields["approver"],
-                    fields["decided_at"],
-                    fields["message"],
-                    None if edited is None else dump_json(edited),
-                    fields["approved_hash"],
-                    approval_id,
-                ),
-            )
-        for name, value in fields.items():
-            setattr(current, name, value)
-        current.status = effective_status(current.status, current.expires_at, at)
-        return current
+            await conn.execute(self._decide, (*decision_row(fields), approval_id))
+        return applied_decision(current, fields, at)
 
     async def consume(self, approval_id: str, *, call_hash: str, now: float | None = None) -> bool:
         at = now_or(now)
@@ -364,7 +331,9 @@ class PostgresIdempotencyStore:
     def __init__(self, db: PostgresDatabase) -> None:
         self._db = db
         cols = ", ".join(IDEMPOTENCY_COLUMNS)
-        self._select = db.q(f"SELECT {cols} FROM {{s}}.idempotency WHERE tenant = %s AND idem_key = %s")
+        self._select = db.q(
+            select_sql("{s}.idempotency", IDEMPOTENCY_COLUMNS) + " WHERE tenant = %s AND idem_key = %s"
+        )
         self._claim = db.q(
             "INSERT INTO {s}.idempotency (idem_key, tenant, tool, fingerprint, state, result, created_at, "
             "updated_at, lease_until) VALUES (%s, %s, %s, %s, 'in_flight', NULL, %s, %s, %s) "
@@ -411,9 +380,7 @@ class PostgresIdempotencyStore:
             if cursor.rowcount == 1:
                 return
             row = await _fetchone(conn, self._select, (tenant, key))
-        if row is None:
-            raise IdempotencyStateError(f"idempotency key {key!r} is unknown (released or never begun)")
-        raise IdempotencyStateError(f"idempotency key {key!r} is already completed")
+        raise completion_refused(key, exists=row is not None)
 
     async def mark_uncertain(self, key: str, *, tenant: str, now: float | None = None) -> bool:
         at = now_or(now)
@@ -445,11 +412,8 @@ class PostgresAuditStore:
 
     def __init__(self, db: PostgresDatabase) -> None:
         self._db = db
-        cols = ", ".join(AUDIT_COLUMNS)
-        self._select = db.q(f"SELECT {cols} FROM {{s}}.audit")
-        self._insert = db.q(
-            f"INSERT INTO {{s}}.audit ({cols}) VALUES ({', '.join(['%s'] * len(AUDIT_COLUMNS))})"
-        )
+        self._select = db.q(select_sql("{s}.audit", AUDIT_COLUMNS))
+        self._insert = db.q(insert_sql("{s}.audit", AUDIT_COLUMNS, "%s"))
         self._lock = db.q("LOCK TABLE {s}.audit IN EXCLUSIVE MODE")
         self._head = db.q("SELECT seq, hash FROM {s}.audit ORDER BY seq DESC LIMIT 1")
 
@@ -459,8 +423,7 @@ class PostgresAuditStore:
         async with self._db.connection() as conn, conn.pipeline(), conn.transaction():
             await conn.execute(self._lock)
             head = await _fetchone(conn, self._head)
-            seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS_HASH)
-            sealed = seal(entry, seq=seq, prev_hash=prev)
+            sealed = seal_next(entry, head)
             await conn.execute(self._insert, audit_to_row(sealed))
         return sealed
 
@@ -521,7 +484,7 @@ class PostgresHandleStore:
                 ),
                 (handle, tenant, at),
             )
-        return None if row is None else HandleData(load_json(row[0]), load_json(row[1]))
+        return handle_from_row(row)
 
     async def purge(self, *, now: float | None = None) -> int:
         at = now_or(now)
@@ -558,23 +521,14 @@ class PostgresRunStore:
             row = await _fetchone(
                 conn, self._db.q("SELECT status, state_json, tenant FROM {s}.runs WHERE run_id = %s"), (run_id,)
             )
-        if row is None or (tenant is not None and row[2] != tenant):
-            return None
-        return RunState(row[0], row[1])
+        return run_from_row(row, tenant)
 
     async def list(
         self, *, status: str | None = None, tenant: str | None = None, limit: int = 100
     ) -> builtins.list[RunSummary]:
-        where: builtins.list[str] = []
-        params: builtins.list[Any] = []
-        if status is not None:
-            where.append("status = %s")
-            params.append(status)
-        if tenant is not None:
-            where.append("tenant = %s")
-            params.append(tenant)
+        where, params = run_filter(status=status, tenant=tenant, mark="%s")
         query = self._db.q("SELECT run_id, status, updated_at FROM {s}.runs")
-        query += (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY updated_at DESC, run_id LIMIT %s"
+        query += f"{where} ORDER BY updated_at DESC, run_id LIMIT %s"
         params.append(limit)
         async with self._db.connection() as conn:
             cursor = await conn.execute(query, params)
@@ -606,14 +560,13 @@ class PostgresRateLimiter:
         self, key: str, *, rate_per_s: float, burst: int, cost: float = 1, now: float | None = None
     ) -> float:
         check_bucket_args(rate_per_s, burst, cost)
-        params = {"key": key, "burst": float(burst), "cost": float(cost), "now": now_or(now),
-                  "rate": float(rate_per_s)}
+        params = bucket_params(key, rate_per_s=rate_per_s, burst=burst, cost=cost, now=now_or(now))
         async with self._db.connection() as conn:
             row = await _fetchone(conn, self._sql, params)
         if row is None:  # RETURNING always yields the upserted row
             raise StoreError(f"rate limit upsert for {key!r} returned nothing")
         tokens, allowed = row
-        return 0.0 if allowed else (cost - tokens) / rate_per_s
+        return bucket_wait(tokens, allowed, rate_per_s=rate_per_s, cost=cost)
 
 
 class PostgresStores(Stores):

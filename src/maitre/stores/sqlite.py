@@ -35,36 +35,48 @@ from typing import Any, Literal, TypeVar
 
 import anyio
 
-from maitre.audit.chain import GENESIS_HASH, AuditEntry, seal
+from maitre.audit.chain import AuditEntry
 from maitre.stores._rows import (
     APPROVAL_COLUMNS,
     AUDIT_COLUMNS,
+    DECISION_COLUMNS,
     IDEMPOTENCY_COLUMNS,
+    applied_decision,
+    approval_filter,
     approval_from_row,
     approval_to_row,
+    assignments,
     audit_from_row,
     audit_to_row,
+    bucket_params,
+    bucket_wait,
+    decidable_from_row,
+    decision_row,
     dump_json,
+    handle_from_row,
     idempotency_from_row,
-    load_json,
+    insert_sql,
+    run_filter,
+    run_from_row,
+    select_sql,
 )
 from maitre.stores.base import (
     AlreadyExistsError,
     ApprovalRequest,
-    ApprovalStateError,
     ApprovalStatus,
     HandleData,
     IdempotencyRecord,
-    IdempotencyStateError,
     RunState,
     RunSummary,
     StoreBusyError,
     StoreError,
     Stores,
     check_bucket_args,
+    check_new_request,
+    completion_refused,
     decision_fields,
-    effective_status,
     now_or,
+    seal_next,
 )
 
 __all__ = [
@@ -223,7 +235,11 @@ class SQLiteDatabase:
                 self._conn = None
 
 
-_APPROVAL_SELECT = f"SELECT {', '.join(APPROVAL_COLUMNS)} FROM approvals"
+_APPROVAL_SELECT = select_sql("approvals", APPROVAL_COLUMNS)
+_APPROVAL_INSERT = insert_sql("approvals", APPROVAL_COLUMNS, "?")
+_APPROVAL_DECIDE = (
+    f"UPDATE approvals SET {assignments(DECISION_COLUMNS, '?')} WHERE id = ? AND status = 'pending'"
+)
 
 
 class SQLiteApprovalStore:
@@ -233,14 +249,12 @@ class SQLiteApprovalStore:
         self._db = db
 
     async def create(self, request: ApprovalRequest) -> ApprovalRequest:
-        if request.status != "pending":
-            raise ValueError(f"a new approval request must be pending, not {request.status!r}")
+        check_new_request(request)
         row = approval_to_row(request)
-        sql = f"INSERT INTO approvals ({', '.join(APPROVAL_COLUMNS)}) VALUES ({', '.join('?' * len(row))})"
 
         def op(conn: sqlite3.Connection) -> None:
             try:
-                conn.execute(sql, row)
+                conn.execute(_APPROVAL_INSERT, row)
             except sqlite3.IntegrityError as exc:
                 raise AlreadyExistsError(f"approval {request.id!r} already exists") from exc
 
@@ -265,22 +279,8 @@ class SQLiteApprovalStore:
         limit: int | None = None,
     ) -> builtins.list[ApprovalRequest]:
         at = now_or(now)
-        where: builtins.list[str] = []
-        params: builtins.list[Any] = []
-        if status in ("pending", "approved"):
-            where.append("status = ? AND expires_at > ?")
-            params += [status, at]
-        elif status == "expired":
-            where.append("status IN ('pending', 'approved') AND expires_at <= ?")
-            params.append(at)
-        elif status is not None:
-            where.append("status = ?")
-            params.append(status)
-        if tenant is not None:
-            where.append("tenant = ?")
-            params.append(tenant)
-        sql = _APPROVAL_SELECT + (f" WHERE {' AND '.join(where)}" if where else "")
-        sql += " ORDER BY created_at, id LIMIT ?"
+        where, params = approval_filter(status=status, tenant=tenant, now=at, mark="?")
+        sql = f"{_APPROVAL_SELECT}{where} ORDER BY created_at, id LIMIT ?"
         params.append(-1 if limit is None else limit)
 
         def op(conn: sqlite3.Connection) -> builtins.list[ApprovalRequest]:
@@ -303,38 +303,12 @@ class SQLiteApprovalStore:
 
         def op(conn: sqlite3.Connection) -> ApprovalRequest:
             row = conn.execute(f"{_APPROVAL_SELECT} WHERE id = ?", (approval_id,)).fetchone()
-            if row is None:
-                raise ApprovalStateError(
-                    f"approval {approval_id!r} does not exist", approval_id=approval_id, status=None
-                )
-            current = approval_from_row(row, at)
-            if current.status != "pending":
-                raise ApprovalStateError(
-                    f"approval {approval_id!r} is {current.status}, not pending",
-                    approval_id=approval_id,
-                    status=current.status,
-                )
+            current = decidable_from_row(approval_id, row, at)
             fields = decision_fields(
                 current.call_hash, approve, approver, message, edited_arguments, approved_hash, at
             )
-            edited = fields["edited_arguments"]
-            conn.execute(
-                "UPDATE approvals SET status = ?, approver = ?, decided_at = ?, message = ?, "
-                "edited_arguments = ?, approved_hash = ? WHERE id = ? AND status = 'pending'",
-                (
-                    fields["status"],
-                    fields["approver"],
-                    fields["decided_at"],
-                    fields["message"],
-                    None if edited is None else dump_json(edited),
-                    fields["approved_hash"],
-                    approval_id,
-                ),
-            )
-            for name, value in fields.items():
-                setattr(current, name, value)
-            current.status = effective_status(current.status, current.expires_at, at)
-            return current
+            conn.execute(_APPROVAL_DECIDE, (*decision_row(fields), approval_id))
+            return applied_decision(current, fields, at)
 
         return await self._db.run(op, immediate=True)
 
@@ -352,7 +326,7 @@ class SQLiteApprovalStore:
         return await self._db.run(op)
 
 
-_IDEM_SELECT = f"SELECT {', '.join(IDEMPOTENCY_COLUMNS)} FROM idempotency WHERE tenant = ? AND idem_key = ?"
+_IDEM_SELECT = f"{select_sql('idempotency', IDEMPOTENCY_COLUMNS)} WHERE tenant = ? AND idem_key = ?"
 
 
 class SQLiteIdempotencyStore:
@@ -416,9 +390,7 @@ class SQLiteIdempotencyStore:
             if cursor.rowcount == 1:
                 return
             row = conn.execute(_IDEM_SELECT, (tenant, key)).fetchone()
-            if row is None:
-                raise IdempotencyStateError(f"idempotency key {key!r} is unknown (released or never begun)")
-            raise IdempotencyStateError(f"idempotency key {key!r} is already completed")
+            raise completion_refused(key, exists=row is not None)
 
         await self._db.run(op)
 
@@ -450,8 +422,8 @@ class SQLiteIdempotencyStore:
         return await self._db.run(op)
 
 
-_AUDIT_SELECT = f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit"
-_AUDIT_INSERT = f"INSERT INTO audit ({', '.join(AUDIT_COLUMNS)}) VALUES ({', '.join('?' * len(AUDIT_COLUMNS))})"
+_AUDIT_SELECT = select_sql("audit", AUDIT_COLUMNS)
+_AUDIT_INSERT = insert_sql("audit", AUDIT_COLUMNS, "?")
 
 
 class SQLiteAuditStore:
@@ -463,8 +435,7 @@ class SQLiteAuditStore:
     async def append(self, entry: AuditEntry) -> AuditEntry:
         def op(conn: sqlite3.Connection) -> AuditEntry:
             head = conn.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
-            seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS_HASH)
-            sealed = seal(entry, seq=seq, prev_hash=prev)
+            sealed = seal_next(entry, head)
             conn.execute(_AUDIT_INSERT, audit_to_row(sealed))
             return sealed
 
@@ -531,7 +502,7 @@ class SQLiteHandleStore:
                 "SELECT pages, meta FROM handles WHERE handle = ? AND tenant = ? AND expires_at > ?",
                 (handle, tenant, at),
             ).fetchone()
-            return None if row is None else HandleData(load_json(row[0]), load_json(row[1]))
+            return handle_from_row(row)
 
         return await self._db.run(op)
 
@@ -573,25 +544,15 @@ class SQLiteRunStore:
             row = conn.execute(
                 "SELECT status, state_json, tenant FROM runs WHERE run_id = ?", (run_id,)
             ).fetchone()
-            if row is None or (tenant is not None and row[2] != tenant):
-                return None
-            return RunState(row[0], row[1])
+            return run_from_row(row, tenant)
 
         return await self._db.run(op)
 
     async def list(
         self, *, status: str | None = None, tenant: str | None = None, limit: int = 100
     ) -> builtins.list[RunSummary]:
-        where: builtins.list[str] = []
-        params: builtins.list[Any] = []
-        if status is not None:
-            where.append("status = ?")
-            params.append(status)
-        if tenant is not None:
-            where.append("tenant = ?")
-            params.append(tenant)
-        sql = "SELECT run_id, status, updated_at FROM runs"
-        sql += (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY updated_at DESC, run_id LIMIT ?"
+        where, params = run_filter(status=status, tenant=tenant, mark="?")
+        sql = f"SELECT run_id, status, updated_at FROM runs{where} ORDER BY updated_at DESC, run_id LIMIT ?"
         params.append(limit)
 
         def op(conn: sqlite3.Connection) -> builtins.list[RunSummary]:
@@ -624,15 +585,14 @@ class SQLiteRateLimiter:
         self, key: str, *, rate_per_s: float, burst: int, cost: float = 1, now: float | None = None
     ) -> float:
         check_bucket_args(rate_per_s, burst, cost)
-        params = {"key": key, "burst": float(burst), "cost": float(cost), "now": now_or(now),
-                  "rate": float(rate_per_s)}
+        params = bucket_params(key, rate_per_s=rate_per_s, burst=burst, cost=cost, now=now_or(now))
 
         def op(conn: sqlite3.Connection) -> tuple[float, int]:
             # fetchall: the statement (and its implicit transaction) ends only once fully stepped.
             return conn.execute(_BUCKET_SQL, params).fetchall()[0]
 
         tokens, allowed = await self._db.run(op)
-        return 0.0 if allowed else (cost - tokens) / rate_per_s
+        return bucket_wait(tokens, allowed, rate_per_s=rate_per_s, cost=cost)
 
 
 class SQLiteStores(Stores):
