@@ -4,7 +4,7 @@ import importlib
 
 import maitre
 
-MODULES = ["maitre", "maitre.types", "maitre.tools", "maitre.gate", "maitre.exceptions", "maitre.context", "maitre.policy", "maitre.stores", "maitre.audit"]
+MODULES = ["maitre", "maitre.types", "maitre.tools", "maitre.gate", "maitre.exceptions", "maitre.context", "maitre.policy", "maitre.stores", "maitre.audit", "maitre.memory", "maitre.embeddings", "maitre.agent", "maitre.models", "maitre.search"]
 
 
 def test_top_level_all_is_sorted_and_importable():

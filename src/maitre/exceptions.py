@@ -5,7 +5,10 @@ MaitreError
  ├── UserError               a usage mistake by the application developer (you!)
  │    ├── ToolDefinitionError    a function cannot become a tool (bad signature, bad metadata)
  │    └── DuplicateToolError     two tools with the same canonical name in one toolbox
- └── StoreError              a store could not do what was asked (raised by maitre.stores)
+ ├── StoreError              a store could not do what was asked (raised by maitre.stores)
+ │    ├── AlreadyExistsError, ApprovalStateError, IdempotencyStateError, StoreBusyError
+ ├── ModelError              a model could not be reached after retries (maitre.models)
+ └── EmbeddingModelError     the offline embedding model is missing or fails its hash check
 ```
 
 `maitre.types.ToolError` is not in this tree on purpose: it is a *signal* that tool code raises to
