@@ -1,8 +1,9 @@
-"""Helpers the provider adapters share: optional SDK imports, error mapping, arguments, call ids.
+"""Helpers the provider adapters share: optional SDK imports, the SDK client, error mapping,
+arguments, call ids and token counts.
 
 The provider SDKs are optional extras, so nothing here imports them at module level: an adapter
-asks `import_sdk("anthropic", "anthropic")` in its constructor, and a missing SDK fails there
-with the `pip install` line that fixes it.
+(an `SDKModel`) imports its SDK in its constructor, and a missing SDK fails there with the
+`pip install` line that fixes it.
 
 Both official SDKs (Anthropic and OpenAI) are generated from the same template: `APIStatusError`
 (with `status_code`), `APIConnectionError`, `APITimeoutError` and `APIResponseValidationError`
@@ -18,12 +19,13 @@ import hashlib
 import importlib
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from ..jsonutil import canonical_json, compact_json
 from ..tools.export import ExportFormat, ToolDefinitions, export_definitions
+from ..types import ToolCall
 from .base import ModelError
 
 if TYPE_CHECKING:
@@ -32,13 +34,18 @@ if TYPE_CHECKING:
 __all__ = [
     "DefinitionsCache",
     "ReplayCache",
+    "SDKModel",
     "arguments_json",
     "arguments_object",
+    "function_call",
     "import_sdk",
     "mint_call_id",
     "model_error",
     "parse_arguments",
+    "token_count",
 ]
+
+T = TypeVar("T")
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 
@@ -77,6 +84,68 @@ def model_error(sdk: ModuleType, exc: BaseException, provider: str) -> ModelErro
     return None
 
 
+class SDKModel:
+    """What an adapter on an official SDK does apart from translating messages: import the SDK,
+    build its client (or take the one given), close it, and turn what it raises into `ModelError`.
+
+    Subclasses name the SDK (`_sdk_module`, also the maitre extra that installs it), its async
+    client class (`_client_class`) and the provider as error messages call it (`_provider`).
+    """
+
+    _sdk_module: ClassVar[str]
+    _client_class: ClassVar[str]
+    _provider: ClassVar[str]
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: Any,
+        api_key: str | None,
+        base_url: str | None,
+        max_retries: int,
+        timeout: float,
+        extra: Mapping[str, Any] | None,
+    ) -> None:
+        self._sdk = import_sdk(self._sdk_module, self._sdk_module)
+        self.name = model
+        self.model = model
+        self._owns_client = client is None
+        if client is None:
+            options: dict[str, Any] = {"max_retries": max_retries, "timeout": timeout}
+            if api_key is not None:
+                options["api_key"] = api_key
+            if base_url is not None:
+                options["base_url"] = base_url
+            client = getattr(self._sdk, self._client_class)(**options)
+        self.client = client
+        self.extra = dict(extra or {})
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this adapter created it (a client you passed in stays open)."""
+        if self._owns_client:
+            await self.client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def _send(self, create: Callable[..., Awaitable[T]], params: Mapping[str, Any]) -> T:
+        """`await create(**params)`; an SDK failure left after the SDK's retries raises `ModelError`."""
+        try:
+            return await create(**params)
+        except Exception as exc:
+            error = model_error(self._sdk, exc, self._provider)
+            if error is None:
+                raise
+            raise error from exc
+
+
 def _error_message(exc: BaseException) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
@@ -113,6 +182,24 @@ def _jsonable(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return True
+
+
+def function_call(
+    definitions: ToolDefinitions, *, call_id: str | None, name: str, arguments: Any, turn: int, index: int
+) -> ToolCall:
+    """A function call as an OpenAI API returns it, as a `ToolCall`: the canonical name, the
+    arguments as `parse_arguments` reads them, and, when the provider sent no id, one minted from
+    the turn, the call's position, its name and arguments."""
+    parsed = parse_arguments(arguments)
+    canonical = definitions.to_canonical(name)
+    return ToolCall(
+        id=call_id or mint_call_id(turn, index, canonical, parsed), name=canonical, arguments=parsed
+    )
+
+
+def token_count(usage: Any, field: str) -> int:
+    """A token count from a provider's usage object (0 when the object or the field is missing or null)."""
+    return int(getattr(usage, field, 0) or 0)
 
 
 def arguments_json(arguments: dict[str, Any] | str) -> str:

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from ..agent.messages import AssistantMessage, ToolResultMessage, UserMessage, render_tool_result
 from ..tools.export import provider_name
 from ..types import ToolCall
-from ._http import DefinitionsCache, ReplayCache, arguments_object, import_sdk, model_error
+from ._http import DefinitionsCache, ReplayCache, SDKModel, arguments_object, token_count
 from .base import ModelError, ModelRequest, ModelResponse, StopReason, Usage
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ _STOP_REASONS: dict[str, StopReason] = {
 }
 
 
-class AnthropicModel:
+class AnthropicModel(SDKModel):
     """Claude through the Messages API.
 
     Args:
@@ -71,6 +71,11 @@ class AnthropicModel:
         ```
     """
 
+    _sdk_module = "anthropic"
+    _client_class = "AsyncAnthropic"
+    _provider = "Anthropic"
+    client: AsyncAnthropic
+
     def __init__(
         self,
         model: str = DEFAULT_ANTHROPIC_MODEL,
@@ -82,35 +87,20 @@ class AnthropicModel:
         timeout: float = 120.0,
         extra: Mapping[str, Any] | None = None,
     ) -> None:
-        self._sdk = import_sdk("anthropic", "anthropic")
-        self.name = model
-        self.model = model
-        self._owns_client = client is None
-        if client is None:
-            options: dict[str, Any] = {"max_retries": max_retries, "timeout": timeout}
-            if api_key is not None:
-                options["api_key"] = api_key
-            if base_url is not None:
-                options["base_url"] = base_url
-            client = self._sdk.AsyncAnthropic(**options)
-        self.client = client
-        self.extra = dict(extra or {})
+        super().__init__(
+            model,
+            client=client,
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            extra=extra,
+        )
         self._definitions = DefinitionsCache("anthropic")
         self._replay = ReplayCache()
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model!r})"
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this adapter created it (a client you passed in stays open)."""
-        if self._owns_client:
-            await self.client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         definitions = self._definitions.get(request.tools)
@@ -124,13 +114,7 @@ class AnthropicModel:
             params["system"] = request.system
         if definitions:
             params["tools"] = list(definitions)
-        try:
-            message = await self.client.messages.create(**params)
-        except Exception as exc:
-            error = model_error(self._sdk, exc, "Anthropic")
-            if error is None:
-                raise
-            raise error from exc
+        message = await self._send(self.client.messages.create, params)
 
         text_parts: list[str] = []
         calls: list[ToolCall] = []
@@ -219,11 +203,11 @@ def _append(messages: list[dict[str, Any]], role: str, blocks: list[dict[str, An
 def _usage(usage: Any) -> Usage:
     if usage is None:
         return Usage()
-    fresh = int(getattr(usage, "input_tokens", 0) or 0)
-    written = int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
-    read = int(getattr(usage, "cache_read_input_tokens", 0) or 0)
+    fresh = token_count(usage, "input_tokens")
+    written = token_count(usage, "cache_creation_input_tokens")
+    read = token_count(usage, "cache_read_input_tokens")
     return Usage(
         input_tokens=fresh + written + read,
-        output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+        output_tokens=token_count(usage, "output_tokens"),
         cached_input_tokens=read,
     )

@@ -28,20 +28,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Self
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..agent.messages import AssistantMessage, ToolResultMessage, UserMessage, render_tool_result
-from ..tools.export import ToolDefinitions, provider_name
+from ..tools.export import ExportFormat, ToolDefinitions, provider_name
 from ..types import ToolCall
-from ._http import (
-    DefinitionsCache,
-    ReplayCache,
-    arguments_json,
-    import_sdk,
-    mint_call_id,
-    model_error,
-    parse_arguments,
-)
+from ._http import DefinitionsCache, ReplayCache, SDKModel, arguments_json, function_call, token_count
 from .base import ModelError, ModelRequest, ModelResponse, StopReason, Usage
 
 if TYPE_CHECKING:
@@ -62,74 +55,16 @@ _FINISH_REASONS: dict[str, StopReason] = {
 }
 
 
-class _OpenAIBase:
-    """Client construction and error mapping shared by both OpenAI APIs."""
+class _OpenAIBase(SDKModel):
+    """The `openai` SDK's client, and what both OpenAI APIs do alike: the constructor and its
+    defaults, the tool definitions in the API's format, the model that answered."""
 
+    _sdk_module = "openai"
+    _client_class = "AsyncOpenAI"
     _provider = "OpenAI"
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: AsyncOpenAI | None,
-        api_key: str | None,
-        base_url: str | None,
-        max_retries: int,
-        timeout: float,
-        extra: Mapping[str, Any] | None,
-    ) -> None:
-        self._sdk = import_sdk("openai", "openai")
-        self.name = model
-        self.model = model
-        self._owns_client = client is None
-        if client is None:
-            options: dict[str, Any] = {"max_retries": max_retries, "timeout": timeout}
-            if api_key is not None:
-                options["api_key"] = api_key
-            if base_url is not None:
-                options["base_url"] = base_url
-            client = self._sdk.AsyncOpenAI(**options)
-        self.client = client
-        self.extra = dict(extra or {})
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.model!r})"
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this adapter created it (a client you passed in stays open)."""
-        if self._owns_client:
-            await self.client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    def _error(self, exc: Exception) -> ModelError | None:
-        return model_error(self._sdk, exc, self._provider)
-
-
-class OpenAIChatModel(_OpenAIBase):
-    """An OpenAI model through Chat Completions.
-
-    Args:
-        model: the model id, for example `"gpt-5.5"`.
-        client: an `openai.AsyncOpenAI` to use as it is (its own retries and timeout apply).
-        api_key: the key; by default the SDK reads `OPENAI_API_KEY`.
-        base_url: another endpoint (Azure-style proxies, gateways, a test server).
-        max_retries: retries the SDK makes for 429, 5xx and connection errors before giving up.
-        timeout: seconds for one HTTP request.
-        extra: more keyword arguments for `chat.completions.create` (temperature, seed...).
-
-    Example:
-        ```python
-        model = OpenAIChatModel("gpt-5.5")
-        response = await model.complete(ModelRequest(messages=[UserMessage(content="Hi")], tools=tools))
-        ```
-    """
-
-    _token_limit_param = "max_completion_tokens"
+    _format: ClassVar[ExportFormat]
+    """How this API wants the tool definitions."""
+    client: AsyncOpenAI
 
     def __init__(
         self,
@@ -151,18 +86,39 @@ class OpenAIChatModel(_OpenAIBase):
             timeout=timeout,
             extra=extra,
         )
-        self._definitions = DefinitionsCache("openai")
+        self._definitions = DefinitionsCache(self._format)
+
+    def _answered_by(self, raw: Any) -> str:
+        """The model named in the answer (for pricing), else the one asked for."""
+        return str(getattr(raw, "model", None) or self.model)
+
+
+class OpenAIChatModel(_OpenAIBase):
+    """An OpenAI model through Chat Completions.
+
+    Args:
+        model: the model id, for example `"gpt-5.5"`.
+        client: an `openai.AsyncOpenAI` to use as it is (its own retries and timeout apply).
+        api_key: the key; by default the SDK reads `OPENAI_API_KEY`.
+        base_url: another endpoint (Azure-style proxies, gateways, a test server).
+        max_retries: retries the SDK makes for 429, 5xx and connection errors before giving up.
+        timeout: seconds for one HTTP request.
+        extra: more keyword arguments for `chat.completions.create` (temperature, seed...).
+
+    Example:
+        ```python
+        model = OpenAIChatModel("gpt-5.5")
+        response = await model.complete(ModelRequest(messages=[UserMessage(content="Hi")], tools=tools))
+        ```
+    """
+
+    _format = "openai"
+    _token_limit_param = "max_completion_tokens"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         definitions = self._definitions.get(request.tools)
         params = self._params(request, definitions)
-        try:
-            completion = await self.client.chat.completions.create(**params)
-        except Exception as exc:
-            error = self._error(exc)
-            if error is None:
-                raise
-            raise error from exc
+        completion = await self._send(self.client.chat.completions.create, params)
         if not getattr(completion, "choices", None):
             raise ModelError(f"{self._provider} answered without a choice", retryable=False)
 
@@ -175,10 +131,16 @@ class OpenAIChatModel(_OpenAIBase):
             if function is None:  # a custom (non-function) tool call: maitre offers none
                 logger.info("ignoring a %r tool call from %s", getattr(call, "type", None), self._provider)
                 continue
-            arguments = parse_arguments(function.arguments)
-            name = definitions.to_canonical(function.name)
-            call_id = call.id or mint_call_id(len(request.messages), index, name, arguments)
-            calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+            calls.append(
+                function_call(
+                    definitions,
+                    call_id=call.id,
+                    name=function.name,
+                    arguments=function.arguments,
+                    turn=len(request.messages),
+                    index=index,
+                )
+            )
 
         finish = choice.finish_reason or ""
         stop_reason = _FINISH_REASONS.get(finish, "other")
@@ -192,7 +154,9 @@ class OpenAIChatModel(_OpenAIBase):
         return ModelResponse(
             text=text,
             tool_calls=calls,
-            usage=_chat_usage(getattr(completion, "usage", None)),
+            usage=_usage(
+                getattr(completion, "usage", None), "prompt_tokens", "completion_tokens", "prompt_tokens_details"
+            ),
             stop_reason=stop_reason,
             model=self._answered_by(completion),
             raw=completion,
@@ -220,9 +184,6 @@ class OpenAIChatModel(_OpenAIBase):
     ) -> tuple[str, list[ToolCall], StopReason]:
         """A hook for servers that need more reading of the answer (see `OpenAICompatibleModel`)."""
         return text, calls, stop_reason
-
-    def _answered_by(self, completion: Any) -> str:
-        return str(getattr(completion, "model", None) or self.model)
 
     def to_messages(self, request: ModelRequest) -> list[dict[str, Any]]:
         """The request's conversation in Chat Completions form (public for inspection and tests)."""
@@ -271,28 +232,12 @@ class OpenAIResponsesModel(_OpenAIBase):
         extra: more keyword arguments for `responses.create` (reasoning, store, include...).
     """
 
-    def __init__(
-        self,
-        model: str = DEFAULT_OPENAI_MODEL,
-        *,
-        client: AsyncOpenAI | None = None,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        max_retries: int = 2,
-        timeout: float = 120.0,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            model,
-            client=client,
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=max_retries,
-            timeout=timeout,
-            extra=extra,
-        )
-        self._definitions = DefinitionsCache("openai-responses")
-        self._replay = ReplayCache()
+    _format = "openai-responses"
+
+    @cached_property
+    def _replay(self) -> ReplayCache:
+        """Reasoning items kept for the turn of the function calls they came with."""
+        return ReplayCache()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         definitions = self._definitions.get(request.tools)
@@ -306,13 +251,7 @@ class OpenAIResponsesModel(_OpenAIBase):
             params["instructions"] = request.system
         if definitions:
             params["tools"] = list(definitions)
-        try:
-            response = await self.client.responses.create(**params)
-        except Exception as exc:
-            error = self._error(exc)
-            if error is None:
-                raise
-            raise error from exc
+        response = await self._send(self.client.responses.create, params)
 
         status = getattr(response, "status", None)
         if status == "failed":
@@ -335,10 +274,16 @@ class OpenAIResponsesModel(_OpenAIBase):
                     elif part.type == "refusal" and part.refusal:
                         refusals.append(part.refusal)
             elif kind == "function_call":
-                arguments = parse_arguments(item.arguments)
-                name = definitions.to_canonical(item.name)
-                call_id = item.call_id or mint_call_id(len(request.messages), len(calls), name, arguments)
-                calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+                calls.append(
+                    function_call(
+                        definitions,
+                        call_id=item.call_id,
+                        name=item.name,
+                        arguments=item.arguments,
+                        turn=len(request.messages),
+                        index=len(calls),
+                    )
+                )
             elif kind == "reasoning":
                 reasoning.append(item.model_dump(mode="json", exclude_none=True))
         if calls and (
@@ -358,9 +303,11 @@ class OpenAIResponsesModel(_OpenAIBase):
         return ModelResponse(
             text=text,
             tool_calls=calls,
-            usage=_responses_usage(getattr(response, "usage", None)),
+            usage=_usage(
+                getattr(response, "usage", None), "input_tokens", "output_tokens", "input_tokens_details"
+            ),
             stop_reason=stop_reason,
-            model=str(getattr(response, "model", None) or self.model),
+            model=self._answered_by(response),
             raw=response,
         )
 
@@ -397,23 +344,14 @@ class OpenAIResponsesModel(_OpenAIBase):
         return items
 
 
-def _chat_usage(usage: Any) -> Usage:
+def _usage(usage: Any, input_field: str, output_field: str, details_field: str) -> Usage:
+    """Both APIs report usage alike under their own names (Chat Completions `prompt_tokens`,
+    `completion_tokens`, `prompt_tokens_details`; Responses `input_tokens`, `output_tokens`,
+    `input_tokens_details`); the input count already includes the cached tokens."""
     if usage is None:
         return Usage()
-    details = getattr(usage, "prompt_tokens_details", None)
     return Usage(
-        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-        cached_input_tokens=int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0,
-    )
-
-
-def _responses_usage(usage: Any) -> Usage:
-    if usage is None:
-        return Usage()
-    details = getattr(usage, "input_tokens_details", None)
-    return Usage(
-        input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
-        cached_input_tokens=int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0,
+        input_tokens=token_count(usage, input_field),
+        output_tokens=token_count(usage, output_field),
+        cached_input_tokens=token_count(getattr(usage, details_field, None), "cached_tokens"),
     )
