@@ -10,25 +10,21 @@ import pytest
 
 from maitre.agent.messages import AssistantMessage, ToolResultMessage, UserMessage
 from maitre.models.anthropic import AnthropicModel
-from maitre.models.base import ModelError, ModelRequest, ModelResponse, Usage
+from maitre.models.base import ModelError, ModelRequest, Usage
 from maitre.types import ToolCall, Trust
 
+from .adapters import GOAL, asker
 from .fakeserver import FakeProvider
 from .shapes import anthropic_error, anthropic_message, anthropic_text, anthropic_tool_use
 
 pytestmark = pytest.mark.anyio
-
-GOAL = "Plan my Saturday in Pune. Budget 1,000 rupees. I love being outdoors."
 
 
 def model_for(provider: FakeProvider, **options: Any) -> AnthropicModel:
     return AnthropicModel("claude-sonnet-5-5", api_key="test-key", base_url=provider.url, **options)
 
 
-async def ask(provider: FakeProvider, request: ModelRequest, **options: Any) -> ModelResponse:
-    """One call through a fresh adapter, closed afterwards."""
-    async with model_for(provider, **options) as model:
-        return await model.complete(request)
+ask = asker(model_for)
 
 
 async def test_a_text_answer_comes_back_with_end_turn_usage_and_the_answering_model(

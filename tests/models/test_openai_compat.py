@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 
 from maitre.agent.messages import AssistantMessage, ToolResultMessage, UserMessage
-from maitre.models.base import ModelError, ModelRequest, ModelResponse, Usage
+from maitre.models.base import ModelError, ModelRequest, Usage
 from maitre.models.openai_compat import OpenAICompatibleModel, RecoveredCall, recover_tool_calls
 from maitre.models.pricing import cost_usd
 from maitre.types import Trust
 
+from .adapters import GOAL, asker
 from .fakeserver import FakeProvider
 from .shapes import chat_completion, chat_tool_call, openai_error
 
-GOAL = "Plan my Saturday in Pune. Budget 1,000 rupees. I love being outdoors."
 OLLAMA = {"model": "qwen3:8b", "system_fingerprint": "fp_ollama"}
 
 
@@ -25,9 +25,7 @@ def model_for(provider: FakeProvider, **options: Any) -> OpenAICompatibleModel:
     return OpenAICompatibleModel(f"{provider.url}/v1", "qwen3:8b", **options)
 
 
-async def ask(provider: FakeProvider, request: ModelRequest, **options: Any) -> ModelResponse:
-    async with model_for(provider, **options) as model:
-        return await model.complete(request)
+ask = asker(model_for)
 
 
 # -- through the server ---------------------------------------------------------------------------

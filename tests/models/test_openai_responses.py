@@ -8,26 +8,22 @@ from typing import Any
 import pytest
 
 from maitre.agent.messages import AssistantMessage, ToolResultMessage, UserMessage
-from maitre.models.base import ModelError, ModelRequest, ModelResponse, Usage
+from maitre.models.base import ModelError, ModelRequest, Usage
 from maitre.models.openai import OpenAIResponsesModel
 from maitre.types import ToolCall, Trust
 
+from .adapters import GOAL, asker
 from .fakeserver import FakeProvider
 from .shapes import openai_error, response_function_call, response_message, responses_response
 
 pytestmark = pytest.mark.anyio
-
-GOAL = "Plan my Saturday in Pune. Budget 1,000 rupees. I love being outdoors."
 
 
 def model_for(provider: FakeProvider, **options: Any) -> OpenAIResponsesModel:
     return OpenAIResponsesModel("gpt-5.5", api_key="sk-test", base_url=f"{provider.url}/v1", **options)
 
 
-async def ask(provider: FakeProvider, request: ModelRequest, **options: Any) -> ModelResponse:
-    """One call through a fresh adapter, closed afterwards."""
-    async with model_for(provider, **options) as model:
-        return await model.complete(request)
+ask = asker(model_for)
 
 
 async def test_output_text_comes_back_with_end_turn_and_usage(provider: FakeProvider) -> None:
