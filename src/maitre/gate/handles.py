@@ -49,7 +49,14 @@ def builtin_toolbox(handles: Any) -> Toolbox:
 
     box.add(
         Tool.from_function(
-            read_result, max_result_tokens=100_000, tags=("builtin",), idempotent=True, effect="read"
+            read_result,
+            max_result_tokens=100_000,
+            tags=("builtin",),
+            idempotent=True,
+            effect="read",
+            # A page may come from an untrusted tool's output; the page does not know, so it is
+            # labelled untrusted (fenced as data, and it taints the run) rather than risk the reverse.
+            trust="untrusted",
         )
     )
     return box
