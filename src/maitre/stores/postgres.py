@@ -235,6 +235,23 @@ class PostgresDatabase:
                     with anyio.CancelScope(shield=True):
                         await conn.close()
 
+    async def execute(self, query: str, params: Any = None) -> int:
+        """Run one statement on a borrowed connection; the number of rows it changed."""
+        async with self.connection() as conn:
+            cursor = await conn.execute(query, params)
+            return cursor.rowcount
+
+    async def fetchone(self, query: str, params: Any = None) -> tuple[Any, ...] | None:
+        """The first row of one query on a borrowed connection, or None."""
+        async with self.connection() as conn:
+            return await _fetchone(conn, query, params)
+
+    async def fetchall(self, query: str, params: Any = None) -> builtins.list[tuple[Any, ...]]:
+        """Every row of one query on a borrowed connection."""
+        async with self.connection() as conn:
+            cursor = await conn.execute(query, params)
+            return await cursor.fetchall()
+
     async def close(self) -> None:
         self._closed = True
         idle, self._idle = self._idle, []
@@ -261,17 +278,15 @@ class PostgresApprovalStore:
     async def create(self, request: ApprovalRequest) -> ApprovalRequest:
         check_new_request(request)
         row = approval_to_row(request)
-        async with self._db.connection() as conn:
-            try:
-                await conn.execute(self._insert, row)
-            except pg_errors.UniqueViolation as exc:
-                raise AlreadyExistsError(f"approval {request.id!r} already exists") from exc
+        try:
+            await self._db.execute(self._insert, row)
+        except pg_errors.UniqueViolation as exc:
+            raise AlreadyExistsError(f"approval {request.id!r} already exists") from exc
         return approval_from_row(row, request.created_at)
 
     async def get(self, approval_id: str, *, now: float | None = None) -> ApprovalRequest | None:
         at = now_or(now)
-        async with self._db.connection() as conn:
-            row = await _fetchone(conn, f"{self._select} WHERE id = %s", (approval_id,))
+        row = await self._db.fetchone(f"{self._select} WHERE id = %s", (approval_id,))
         return None if row is None else approval_from_row(row, at)
 
     async def list(
@@ -286,10 +301,7 @@ class PostgresApprovalStore:
         where, params = approval_filter(status=status, tenant=tenant, now=at, mark="%s")
         query = f"{self._select}{where} ORDER BY created_at, id LIMIT %s"
         params.append(limit)
-        async with self._db.connection() as conn:
-            cursor = await conn.execute(query, params)
-            rows = await cursor.fetchall()
-        return [approval_from_row(row, at) for row in rows]
+        return [approval_from_row(row, at) for row in await self._db.fetchall(query, params)]
 
     async def decide(
         self,
@@ -314,15 +326,14 @@ class PostgresApprovalStore:
 
     async def consume(self, approval_id: str, *, call_hash: str, now: float | None = None) -> bool:
         at = now_or(now)
-        async with self._db.connection() as conn:
-            cursor = await conn.execute(
-                self._db.q(
-                    "UPDATE {s}.approvals SET status = 'used', used_at = %s WHERE id = %s "
-                    "AND status = 'approved' AND approved_hash = %s AND expires_at > %s"
-                ),
-                (at, approval_id, call_hash, at),
-            )
-            return cursor.rowcount == 1
+        changed = await self._db.execute(
+            self._db.q(
+                "UPDATE {s}.approvals SET status = 'used', used_at = %s WHERE id = %s "
+                "AND status = 'approved' AND approved_hash = %s AND expires_at > %s"
+            ),
+            (at, approval_id, call_hash, at),
+        )
+        return changed == 1
 
 
 class PostgresIdempotencyStore:
@@ -384,26 +395,23 @@ class PostgresIdempotencyStore:
 
     async def mark_uncertain(self, key: str, *, tenant: str, now: float | None = None) -> bool:
         at = now_or(now)
-        async with self._db.connection() as conn:
-            cursor = await conn.execute(
-                self._db.q(
-                    "UPDATE {s}.idempotency SET state = 'uncertain', updated_at = %s "
-                    "WHERE tenant = %s AND idem_key = %s AND state = 'in_flight'"
-                ),
-                (at, tenant, key),
-            )
-            return cursor.rowcount == 1
+        changed = await self._db.execute(
+            self._db.q(
+                "UPDATE {s}.idempotency SET state = 'uncertain', updated_at = %s "
+                "WHERE tenant = %s AND idem_key = %s AND state = 'in_flight'"
+            ),
+            (at, tenant, key),
+        )
+        return changed == 1
 
     async def release(self, key: str, *, tenant: str) -> bool:
-        async with self._db.connection() as conn:
-            cursor = await conn.execute(
-                self._db.q("DELETE FROM {s}.idempotency WHERE tenant = %s AND idem_key = %s"), (tenant, key)
-            )
-            return cursor.rowcount == 1
+        deleted = await self._db.execute(
+            self._db.q("DELETE FROM {s}.idempotency WHERE tenant = %s AND idem_key = %s"), (tenant, key)
+        )
+        return deleted == 1
 
     async def get(self, key: str, *, tenant: str) -> IdempotencyRecord | None:
-        async with self._db.connection() as conn:
-            row = await _fetchone(conn, self._select, (tenant, key))
+        row = await self._db.fetchone(self._select, (tenant, key))
         return None if row is None else idempotency_from_row(row)
 
 
@@ -428,16 +436,13 @@ class PostgresAuditStore:
         return sealed
 
     async def entries(self, *, since_seq: int = 0, limit: int | None = None) -> list[AuditEntry]:
-        async with self._db.connection() as conn:
-            cursor = await conn.execute(
-                f"{self._select} WHERE seq > %s ORDER BY seq LIMIT %s", (since_seq, limit)
-            )
-            rows = await cursor.fetchall()
+        rows = await self._db.fetchall(
+            f"{self._select} WHERE seq > %s ORDER BY seq LIMIT %s", (since_seq, limit)
+        )
         return [audit_from_row(row) for row in rows]
 
     async def last(self) -> AuditEntry | None:
-        async with self._db.connection() as conn:
-            row = await _fetchone(conn, f"{self._select} ORDER BY seq DESC LIMIT 1")
+        row = await self._db.fetchone(f"{self._select} ORDER BY seq DESC LIMIT 1")
         return None if row is None else audit_from_row(row)
 
 
@@ -459,38 +464,33 @@ class PostgresHandleStore:
         ttl_s: float = 3600.0,
     ) -> None:
         at = now_or(now)
-        async with self._db.connection() as conn:
-            # Only a dead (expired) handle may be reused.
-            cursor = await conn.execute(
-                self._db.q(
-                    "INSERT INTO {s}.handles AS h (handle, tenant, user_id, pages, meta, created_at, "
-                    "expires_at) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (handle) DO UPDATE SET "
-                    "tenant = excluded.tenant, user_id = excluded.user_id, pages = excluded.pages, "
-                    "meta = excluded.meta, created_at = excluded.created_at, expires_at = excluded.expires_at "
-                    "WHERE h.expires_at <= excluded.created_at"
-                ),
-                (handle, tenant, user, dump_json(list(pages)), dump_json(meta), at, at + ttl_s),
-            )
-            if cursor.rowcount != 1:
-                raise AlreadyExistsError(f"handle {handle!r} already exists")
+        # Only a dead (expired) handle may be reused.
+        changed = await self._db.execute(
+            self._db.q(
+                "INSERT INTO {s}.handles AS h (handle, tenant, user_id, pages, meta, created_at, "
+                "expires_at) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (handle) DO UPDATE SET "
+                "tenant = excluded.tenant, user_id = excluded.user_id, pages = excluded.pages, "
+                "meta = excluded.meta, created_at = excluded.created_at, expires_at = excluded.expires_at "
+                "WHERE h.expires_at <= excluded.created_at"
+            ),
+            (handle, tenant, user, dump_json(list(pages)), dump_json(meta), at, at + ttl_s),
+        )
+        if changed != 1:
+            raise AlreadyExistsError(f"handle {handle!r} already exists")
 
     async def get(self, handle: str, *, tenant: str, now: float | None = None) -> HandleData | None:
         at = now_or(now)
-        async with self._db.connection() as conn:
-            row = await _fetchone(
-                conn,
-                self._db.q(
-                    "SELECT pages, meta FROM {s}.handles WHERE handle = %s AND tenant = %s AND expires_at > %s"
-                ),
-                (handle, tenant, at),
-            )
+        row = await self._db.fetchone(
+            self._db.q(
+                "SELECT pages, meta FROM {s}.handles WHERE handle = %s AND tenant = %s AND expires_at > %s"
+            ),
+            (handle, tenant, at),
+        )
         return handle_from_row(row)
 
     async def purge(self, *, now: float | None = None) -> int:
         at = now_or(now)
-        async with self._db.connection() as conn:
-            cursor = await conn.execute(self._db.q("DELETE FROM {s}.handles WHERE expires_at <= %s"), (at,))
-            return cursor.rowcount
+        return await self._db.execute(self._db.q("DELETE FROM {s}.handles WHERE expires_at <= %s"), (at,))
 
 
 class PostgresRunStore:
@@ -503,24 +503,22 @@ class PostgresRunStore:
         self, run_id: str, *, tenant: str, status: str, state_json: str, now: float | None = None
     ) -> None:
         at = now_or(now)
-        async with self._db.connection() as conn:
-            cursor = await conn.execute(
-                self._db.q(
-                    "INSERT INTO {s}.runs AS r (run_id, tenant, status, state_json, created_at, updated_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET "
-                    "status = excluded.status, state_json = excluded.state_json, "
-                    "updated_at = excluded.updated_at WHERE r.tenant = excluded.tenant"
-                ),
-                (run_id, tenant, status, state_json, at, at),
-            )
-            if cursor.rowcount != 1:
-                raise StoreError(f"run {run_id!r} belongs to another tenant")
+        changed = await self._db.execute(
+            self._db.q(
+                "INSERT INTO {s}.runs AS r (run_id, tenant, status, state_json, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET "
+                "status = excluded.status, state_json = excluded.state_json, "
+                "updated_at = excluded.updated_at WHERE r.tenant = excluded.tenant"
+            ),
+            (run_id, tenant, status, state_json, at, at),
+        )
+        if changed != 1:
+            raise StoreError(f"run {run_id!r} belongs to another tenant")
 
     async def load(self, run_id: str, *, tenant: str | None = None) -> RunState | None:
-        async with self._db.connection() as conn:
-            row = await _fetchone(
-                conn, self._db.q("SELECT status, state_json, tenant FROM {s}.runs WHERE run_id = %s"), (run_id,)
-            )
+        row = await self._db.fetchone(
+            self._db.q("SELECT status, state_json, tenant FROM {s}.runs WHERE run_id = %s"), (run_id,)
+        )
         return run_from_row(row, tenant)
 
     async def list(
@@ -530,10 +528,7 @@ class PostgresRunStore:
         query = self._db.q("SELECT run_id, status, updated_at FROM {s}.runs")
         query += f"{where} ORDER BY updated_at DESC, run_id LIMIT %s"
         params.append(limit)
-        async with self._db.connection() as conn:
-            cursor = await conn.execute(query, params)
-            rows = await cursor.fetchall()
-        return [RunSummary(*row) for row in rows]
+        return [RunSummary(*row) for row in await self._db.fetchall(query, params)]
 
 
 # One statement: every SET expression reads the old row, which ON CONFLICT holds locked.
@@ -561,8 +556,7 @@ class PostgresRateLimiter:
     ) -> float:
         check_bucket_args(rate_per_s, burst, cost)
         params = bucket_params(key, rate_per_s=rate_per_s, burst=burst, cost=cost, now=now_or(now))
-        async with self._db.connection() as conn:
-            row = await _fetchone(conn, self._sql, params)
+        row = await self._db.fetchone(self._sql, params)
         if row is None:  # RETURNING always yields the upserted row
             raise StoreError(f"rate limit upsert for {key!r} returned nothing")
         tokens, allowed = row

@@ -30,7 +30,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -228,6 +228,18 @@ class SQLiteDatabase:
             await anyio.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 2, 0.02)
 
+    async def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
+        """Run one statement (through `run`); the number of rows it changed."""
+        return await self.run(lambda conn: conn.execute(sql, params).rowcount)
+
+    async def fetchone(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
+        """The first row of one query (through `run`), or None."""
+        return await self.run(lambda conn: conn.execute(sql, params).fetchone())
+
+    async def fetchall(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> builtins.list[Any]:
+        """Every row of one query (through `run`)."""
+        return await self.run(lambda conn: conn.execute(sql, params).fetchall())
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
@@ -251,24 +263,16 @@ class SQLiteApprovalStore:
     async def create(self, request: ApprovalRequest) -> ApprovalRequest:
         check_new_request(request)
         row = approval_to_row(request)
-
-        def op(conn: sqlite3.Connection) -> None:
-            try:
-                conn.execute(_APPROVAL_INSERT, row)
-            except sqlite3.IntegrityError as exc:
-                raise AlreadyExistsError(f"approval {request.id!r} already exists") from exc
-
-        await self._db.run(op)
+        try:
+            await self._db.execute(_APPROVAL_INSERT, row)
+        except sqlite3.IntegrityError as exc:
+            raise AlreadyExistsError(f"approval {request.id!r} already exists") from exc
         return approval_from_row(row, request.created_at)
 
     async def get(self, approval_id: str, *, now: float | None = None) -> ApprovalRequest | None:
         at = now_or(now)
-
-        def op(conn: sqlite3.Connection) -> ApprovalRequest | None:
-            row = conn.execute(f"{_APPROVAL_SELECT} WHERE id = ?", (approval_id,)).fetchone()
-            return None if row is None else approval_from_row(row, at)
-
-        return await self._db.run(op)
+        row = await self._db.fetchone(f"{_APPROVAL_SELECT} WHERE id = ?", (approval_id,))
+        return None if row is None else approval_from_row(row, at)
 
     async def list(
         self,
@@ -282,11 +286,7 @@ class SQLiteApprovalStore:
         where, params = approval_filter(status=status, tenant=tenant, now=at, mark="?")
         sql = f"{_APPROVAL_SELECT}{where} ORDER BY created_at, id LIMIT ?"
         params.append(-1 if limit is None else limit)
-
-        def op(conn: sqlite3.Connection) -> builtins.list[ApprovalRequest]:
-            return [approval_from_row(row, at) for row in conn.execute(sql, params)]
-
-        return await self._db.run(op)
+        return [approval_from_row(row, at) for row in await self._db.fetchall(sql, params)]
 
     async def decide(
         self,
@@ -314,16 +314,12 @@ class SQLiteApprovalStore:
 
     async def consume(self, approval_id: str, *, call_hash: str, now: float | None = None) -> bool:
         at = now_or(now)
-
-        def op(conn: sqlite3.Connection) -> bool:
-            cursor = conn.execute(
-                "UPDATE approvals SET status = 'used', used_at = ? WHERE id = ? AND status = 'approved' "
-                "AND approved_hash = ? AND expires_at > ?",
-                (at, approval_id, call_hash, at),
-            )
-            return cursor.rowcount == 1
-
-        return await self._db.run(op)
+        changed = await self._db.execute(
+            "UPDATE approvals SET status = 'used', used_at = ? WHERE id = ? AND status = 'approved' "
+            "AND approved_hash = ? AND expires_at > ?",
+            (at, approval_id, call_hash, at),
+        )
+        return changed == 1
 
 
 _IDEM_SELECT = f"{select_sql('idempotency', IDEMPOTENCY_COLUMNS)} WHERE tenant = ? AND idem_key = ?"
@@ -346,15 +342,12 @@ class SQLiteIdempotencyStore:
         lease_s: float = 300.0,
     ) -> IdempotencyRecord | None:
         at = now_or(now)
-
-        def claim(conn: sqlite3.Connection) -> bool:
-            cursor = conn.execute(
-                "INSERT INTO idempotency (idem_key, tenant, tool, fingerprint, state, result, created_at, "
-                "updated_at, lease_until) VALUES (?, ?, ?, ?, 'in_flight', NULL, ?, ?, ?) "
-                "ON CONFLICT (tenant, idem_key) DO NOTHING",
-                (key, tenant, tool, fingerprint, at, at, at + lease_s),
-            )
-            return cursor.rowcount == 1
+        claim = (
+            "INSERT INTO idempotency (idem_key, tenant, tool, fingerprint, state, result, created_at, "
+            "updated_at, lease_until) VALUES (?, ?, ?, ?, 'in_flight', NULL, ?, ?, ?) "
+            "ON CONFLICT (tenant, idem_key) DO NOTHING"
+        )
+        claim_params = (key, tenant, tool, fingerprint, at, at, at + lease_s)
 
         def existing(conn: sqlite3.Connection) -> IdempotencyRecord | None:
             row = conn.execute(_IDEM_SELECT, (tenant, key)).fetchone()
@@ -371,7 +364,7 @@ class SQLiteIdempotencyStore:
             return record
 
         while True:
-            if await self._db.run(claim):
+            if await self._db.execute(claim, claim_params) == 1:
                 return None
             record = await self._db.run(existing, immediate=True)
             if record is not None:
@@ -396,30 +389,22 @@ class SQLiteIdempotencyStore:
 
     async def mark_uncertain(self, key: str, *, tenant: str, now: float | None = None) -> bool:
         at = now_or(now)
-
-        def op(conn: sqlite3.Connection) -> bool:
-            cursor = conn.execute(
-                "UPDATE idempotency SET state = 'uncertain', updated_at = ? "
-                "WHERE tenant = ? AND idem_key = ? AND state = 'in_flight'",
-                (at, tenant, key),
-            )
-            return cursor.rowcount == 1
-
-        return await self._db.run(op)
+        changed = await self._db.execute(
+            "UPDATE idempotency SET state = 'uncertain', updated_at = ? "
+            "WHERE tenant = ? AND idem_key = ? AND state = 'in_flight'",
+            (at, tenant, key),
+        )
+        return changed == 1
 
     async def release(self, key: str, *, tenant: str) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
-            cursor = conn.execute("DELETE FROM idempotency WHERE tenant = ? AND idem_key = ?", (tenant, key))
-            return cursor.rowcount == 1
-
-        return await self._db.run(op)
+        deleted = await self._db.execute(
+            "DELETE FROM idempotency WHERE tenant = ? AND idem_key = ?", (tenant, key)
+        )
+        return deleted == 1
 
     async def get(self, key: str, *, tenant: str) -> IdempotencyRecord | None:
-        def op(conn: sqlite3.Connection) -> IdempotencyRecord | None:
-            row = conn.execute(_IDEM_SELECT, (tenant, key)).fetchone()
-            return None if row is None else idempotency_from_row(row)
-
-        return await self._db.run(op)
+        row = await self._db.fetchone(_IDEM_SELECT, (tenant, key))
+        return None if row is None else idempotency_from_row(row)
 
 
 _AUDIT_SELECT = select_sql("audit", AUDIT_COLUMNS)
@@ -442,21 +427,14 @@ class SQLiteAuditStore:
         return await self._db.run(op, immediate=True)
 
     async def entries(self, *, since_seq: int = 0, limit: int | None = None) -> list[AuditEntry]:
-        def op(conn: sqlite3.Connection) -> list[AuditEntry]:
-            rows = conn.execute(
-                f"{_AUDIT_SELECT} WHERE seq > ? ORDER BY seq LIMIT ?",
-                (since_seq, -1 if limit is None else limit),
-            )
-            return [audit_from_row(row) for row in rows]
-
-        return await self._db.run(op)
+        rows = await self._db.fetchall(
+            f"{_AUDIT_SELECT} WHERE seq > ? ORDER BY seq LIMIT ?", (since_seq, -1 if limit is None else limit)
+        )
+        return [audit_from_row(row) for row in rows]
 
     async def last(self) -> AuditEntry | None:
-        def op(conn: sqlite3.Connection) -> AuditEntry | None:
-            row = conn.execute(f"{_AUDIT_SELECT} ORDER BY seq DESC LIMIT 1").fetchone()
-            return None if row is None else audit_from_row(row)
-
-        return await self._db.run(op)
+        row = await self._db.fetchone(f"{_AUDIT_SELECT} ORDER BY seq DESC LIMIT 1")
+        return None if row is None else audit_from_row(row)
 
 
 class SQLiteHandleStore:
@@ -477,42 +455,29 @@ class SQLiteHandleStore:
         ttl_s: float = 3600.0,
     ) -> None:
         at = now_or(now)
-        params = (handle, tenant, user, dump_json(list(pages)), dump_json(meta), at, at + ttl_s)
-
-        def op(conn: sqlite3.Connection) -> None:
-            # Only a dead (expired) handle may be reused.
-            cursor = conn.execute(
-                "INSERT INTO handles (handle, tenant, user_id, pages, meta, created_at, expires_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (handle) DO UPDATE SET tenant = excluded.tenant, "
-                "user_id = excluded.user_id, pages = excluded.pages, meta = excluded.meta, "
-                "created_at = excluded.created_at, expires_at = excluded.expires_at "
-                "WHERE handles.expires_at <= excluded.created_at",
-                params,
-            )
-            if cursor.rowcount != 1:
-                raise AlreadyExistsError(f"handle {handle!r} already exists")
-
-        await self._db.run(op)
+        # Only a dead (expired) handle may be reused.
+        changed = await self._db.execute(
+            "INSERT INTO handles (handle, tenant, user_id, pages, meta, created_at, expires_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (handle) DO UPDATE SET tenant = excluded.tenant, "
+            "user_id = excluded.user_id, pages = excluded.pages, meta = excluded.meta, "
+            "created_at = excluded.created_at, expires_at = excluded.expires_at "
+            "WHERE handles.expires_at <= excluded.created_at",
+            (handle, tenant, user, dump_json(list(pages)), dump_json(meta), at, at + ttl_s),
+        )
+        if changed != 1:
+            raise AlreadyExistsError(f"handle {handle!r} already exists")
 
     async def get(self, handle: str, *, tenant: str, now: float | None = None) -> HandleData | None:
         at = now_or(now)
-
-        def op(conn: sqlite3.Connection) -> HandleData | None:
-            row = conn.execute(
-                "SELECT pages, meta FROM handles WHERE handle = ? AND tenant = ? AND expires_at > ?",
-                (handle, tenant, at),
-            ).fetchone()
-            return handle_from_row(row)
-
-        return await self._db.run(op)
+        row = await self._db.fetchone(
+            "SELECT pages, meta FROM handles WHERE handle = ? AND tenant = ? AND expires_at > ?",
+            (handle, tenant, at),
+        )
+        return handle_from_row(row)
 
     async def purge(self, *, now: float | None = None) -> int:
         at = now_or(now)
-
-        def op(conn: sqlite3.Connection) -> int:
-            return conn.execute("DELETE FROM handles WHERE expires_at <= ?", (at,)).rowcount
-
-        return await self._db.run(op)
+        return await self._db.execute("DELETE FROM handles WHERE expires_at <= ?", (at,))
 
 
 class SQLiteRunStore:
@@ -525,28 +490,21 @@ class SQLiteRunStore:
         self, run_id: str, *, tenant: str, status: str, state_json: str, now: float | None = None
     ) -> None:
         at = now_or(now)
-
-        def op(conn: sqlite3.Connection) -> None:
-            cursor = conn.execute(
-                "INSERT INTO runs (run_id, tenant, status, state_json, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
-                "state_json = excluded.state_json, updated_at = excluded.updated_at "
-                "WHERE runs.tenant = excluded.tenant",
-                (run_id, tenant, status, state_json, at, at),
-            )
-            if cursor.rowcount != 1:
-                raise StoreError(f"run {run_id!r} belongs to another tenant")
-
-        await self._db.run(op)
+        changed = await self._db.execute(
+            "INSERT INTO runs (run_id, tenant, status, state_json, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
+            "state_json = excluded.state_json, updated_at = excluded.updated_at "
+            "WHERE runs.tenant = excluded.tenant",
+            (run_id, tenant, status, state_json, at, at),
+        )
+        if changed != 1:
+            raise StoreError(f"run {run_id!r} belongs to another tenant")
 
     async def load(self, run_id: str, *, tenant: str | None = None) -> RunState | None:
-        def op(conn: sqlite3.Connection) -> RunState | None:
-            row = conn.execute(
-                "SELECT status, state_json, tenant FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            return run_from_row(row, tenant)
-
-        return await self._db.run(op)
+        row = await self._db.fetchone(
+            "SELECT status, state_json, tenant FROM runs WHERE run_id = ?", (run_id,)
+        )
+        return run_from_row(row, tenant)
 
     async def list(
         self, *, status: str | None = None, tenant: str | None = None, limit: int = 100
@@ -554,11 +512,7 @@ class SQLiteRunStore:
         where, params = run_filter(status=status, tenant=tenant, mark="?")
         sql = f"SELECT run_id, status, updated_at FROM runs{where} ORDER BY updated_at DESC, run_id LIMIT ?"
         params.append(limit)
-
-        def op(conn: sqlite3.Connection) -> builtins.list[RunSummary]:
-            return [RunSummary(*row) for row in conn.execute(sql, params)]
-
-        return await self._db.run(op)
+        return [RunSummary(*row) for row in await self._db.fetchall(sql, params)]
 
 
 # One statement: SQLite evaluates every SET expression against the old row, under the write lock.
@@ -586,12 +540,8 @@ class SQLiteRateLimiter:
     ) -> float:
         check_bucket_args(rate_per_s, burst, cost)
         params = bucket_params(key, rate_per_s=rate_per_s, burst=burst, cost=cost, now=now_or(now))
-
-        def op(conn: sqlite3.Connection) -> tuple[float, int]:
-            # fetchall: the statement (and its implicit transaction) ends only once fully stepped.
-            return conn.execute(_BUCKET_SQL, params).fetchall()[0]
-
-        tokens, allowed = await self._db.run(op)
+        # fetchall: the statement (and its implicit transaction) ends only once fully stepped.
+        tokens, allowed = (await self._db.fetchall(_BUCKET_SQL, params))[0]
         return bucket_wait(tokens, allowed, rate_per_s=rate_per_s, cost=cost)
 
 
