@@ -53,7 +53,13 @@ def load_toolbox(spec: str) -> Any:
 
     value = load_object(spec)
     if callable(value) and not isinstance(value, Toolbox):
-        value = value()
+        try:
+            value = value()
+        except TypeError as exc:
+            raise UserError(
+                f"{spec} is a function that needs arguments ({exc}); name a Toolbox or a "
+                "zero-argument factory"
+            ) from exc
     if not isinstance(value, Toolbox):
         raise UserError(f"{spec} is a {type(value).__name__}, not a Toolbox")
     return value
