@@ -10,7 +10,7 @@ from maitre.models.base import ModelRequest, ModelResponse
 
 from .fakeserver import FakeProvider
 
-__all__ = ["GOAL", "Ask", "asker"]
+__all__ = ["Ask", "GOAL", "asker"]
 
 GOAL = "Plan my Saturday in Pune. Budget 1,000 rupees. I love being outdoors."
 
