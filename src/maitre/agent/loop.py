@@ -246,7 +246,11 @@ class Agent:
                 if response is None:
                     return await self._stop(run, StopReason.MODEL_ERROR)
                 calls = response.tool_calls
-                run.messages.append(AssistantMessage(text=response.text, tool_calls=calls))
+                run.messages.append(
+                    AssistantMessage(
+                        text=response.text, tool_calls=calls, provider_state=response.provider_state
+                    )
+                )
                 run.steps += 1
                 if not calls:
                     run.final_text = response.text

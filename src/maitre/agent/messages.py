@@ -43,10 +43,12 @@ class AssistantMessage:
 
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
+    provider_state: list[dict[str, Any]] | None = None
+    """Opaque provider blocks to send back with this turn (thinking / reasoning items)."""
     role: Literal["assistant"] = "assistant"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "role": "assistant",
             "text": self.text,
             "tool_calls": [
@@ -54,6 +56,9 @@ class AssistantMessage:
                 for c in self.tool_calls
             ],
         }
+        if self.provider_state:
+            data["provider_state"] = self.provider_state
+        return data
 
 
 @dataclass(kw_only=True)
@@ -95,7 +100,9 @@ def message_from_dict(data: dict[str, Any]) -> Message:
             ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments", {}), run_id=c.get("run_id"))
             for c in data.get("tool_calls", [])
         ]
-        return AssistantMessage(text=data.get("text", ""), tool_calls=calls)
+        return AssistantMessage(
+            text=data.get("text", ""), tool_calls=calls, provider_state=data.get("provider_state")
+        )
     if role == "tool":
         return ToolResultMessage(
             call_id=data["call_id"],

@@ -144,6 +144,7 @@ class AnthropicModel(SDKModel):
             stop_reason=stop_reason,
             model=str(message.model or self.model),
             raw=message,
+            provider_state=thinking if calls and thinking else None,
         )
 
     def to_messages(self, request: ModelRequest) -> list[dict[str, Any]]:
@@ -156,7 +157,7 @@ class AnthropicModel(SDKModel):
             elif isinstance(message, AssistantMessage):
                 blocks: list[dict[str, Any]] = []
                 if message.tool_calls:
-                    blocks.extend(self._replay.get(message.tool_calls[0].id))
+                    blocks.extend(message.provider_state or self._replay.get(message.tool_calls[0].id))
                 if message.text:
                     blocks.append({"type": "text", "text": message.text})
                 for call in message.tool_calls:

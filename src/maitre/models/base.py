@@ -76,6 +76,9 @@ class ModelResponse:
     """The model that answered (for pricing)."""
     raw: Any = None
     """The provider's response object, for debugging; never persisted."""
+    provider_state: list[dict[str, Any]] | None = None
+    """Opaque blocks the provider needs back with this turn (Anthropic thinking, OpenAI reasoning items);
+    stored on the assistant message, so a run resumed in another process can still send them."""
 
 
 class ModelError(MaitreError):

@@ -155,7 +155,10 @@ class OpenAIChatModel(_OpenAIBase):
             text=text,
             tool_calls=calls,
             usage=_usage(
-                getattr(completion, "usage", None), "prompt_tokens", "completion_tokens", "prompt_tokens_details"
+                getattr(completion, "usage", None),
+                "prompt_tokens",
+                "completion_tokens",
+                "prompt_tokens_details",
             ),
             stop_reason=stop_reason,
             model=self._answered_by(completion),
@@ -286,9 +289,10 @@ class OpenAIResponsesModel(_OpenAIBase):
                 )
             elif kind == "reasoning":
                 reasoning.append(item.model_dump(mode="json", exclude_none=True))
-        if calls and (
+        replayable = calls and (
             self.extra.get("store", True) is not False or all("encrypted_content" in r for r in reasoning)
-        ):
+        )
+        if replayable:
             self._replay.put(calls[0].id, reasoning)
 
         stop_reason: StopReason = "tool_use" if calls else "end_turn"
@@ -309,6 +313,7 @@ class OpenAIResponsesModel(_OpenAIBase):
             stop_reason=stop_reason,
             model=self._answered_by(response),
             raw=response,
+            provider_state=reasoning if replayable and reasoning else None,
         )
 
     def to_input(self, request: ModelRequest) -> list[dict[str, Any]]:
@@ -319,7 +324,7 @@ class OpenAIResponsesModel(_OpenAIBase):
                 items.append({"role": "user", "content": message.content})
             elif isinstance(message, AssistantMessage):
                 if message.tool_calls:
-                    items.extend(self._replay.get(message.tool_calls[0].id))
+                    items.extend(message.provider_state or self._replay.get(message.tool_calls[0].id))
                 if message.text:
                     items.append({"role": "assistant", "content": message.text})
                 for call in message.tool_calls:
