@@ -94,3 +94,18 @@ def test_audit_verify_detects_an_altered_a_removed_and_a_reordered_entry(tmp_pat
         broken = runner.invoke(app, ["audit", "verify", "--db", str(copy)])
         assert broken.exit_code == 1, name
         assert where in broken.output, (name, broken.output)
+
+
+def test_an_anchor_catches_a_log_cut_short(tmp_path: Path):
+    db = tmp_path / "m.db"
+    seed(db)
+    ok = runner.invoke(app, ["audit", "verify", "--db", str(db)])
+    anchor = next(line.split("anchor: ")[1] for line in ok.output.splitlines() if line.startswith("anchor: "))
+    assert anchor.startswith("4:")
+    tamper(db, "DELETE FROM audit WHERE seq = 4")
+    plain = runner.invoke(app, ["audit", "verify", "--db", str(db)])
+    assert plain.exit_code == 0  # a chain cut at its end still links: that is what the anchor is for
+    anchored = runner.invoke(app, ["audit", "verify", "--db", str(db), "--anchor", anchor])
+    assert anchored.exit_code == 1
+    bad = runner.invoke(app, ["audit", "verify", "--db", str(db), "--anchor", "nonsense"])
+    assert bad.exit_code == 2

@@ -126,15 +126,32 @@ def approvals_deny(
 
 
 @audit_app.command("verify")
-def audit_verify(db: str = DB) -> None:
-    """Check the whole chain. Exit 0 when intact; 1 naming the first bad entry otherwise."""
+def audit_verify(
+    db: str = DB,
+    anchor: str | None = typer.Option(
+        None,
+        "--anchor",
+        help="SEQ:HASH printed by an earlier verify; also catches a truncated or rewritten log",
+    ),
+) -> None:
+    """Check the whole chain. Exit 0 when intact; 1 naming the first bad entry otherwise.
+
+    A hash chain alone cannot tell a log that was cut short, or rewritten from the start, from an honest
+    one. Keep the `anchor` this command prints somewhere else and pass it next time.
+    """
     from ..audit import verify_store
 
-    report = _run(db, lambda stores: verify_store(stores.audit))
+    pinned: tuple[int, str] | None = None
+    if anchor:
+        seq, _, digest = anchor.partition(":")
+        if not seq.isdigit() or len(digest) != 64:
+            err.print("[red]--anchor must be SEQ:HASH (a number, a colon, 64 hex characters)[/red]")
+            raise typer.Exit(2)
+        pinned = (int(seq), digest)
+    report = _run(db, lambda stores: verify_store(stores.audit, anchor=pinned))
     if report.ok:
-        console.print(
-            f"[green]audit chain intact[/green]: {report.checked} entries, last hash {report.last_hash[:16]}…"
-        )
+        console.print(f"[green]audit chain intact[/green]: {report.checked} entries")
+        console.print(f"anchor: {report.last_seq}:{report.last_hash}")
         return
     err.print(f"[red]audit chain broken at seq {report.first_bad_seq}[/red]: {report.reason}")
     raise typer.Exit(1)
