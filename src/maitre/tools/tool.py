@@ -12,7 +12,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -242,8 +242,3 @@ def _output_model_from(fn: Callable[..., Any]) -> Any:
     if isinstance(hint, type) and issubclass(hint, BaseModel):
         return hint
     return None
-
-
-EffectLiteral = Literal["read", "write", "destructive"]
-RiskLiteral = Literal["low", "medium", "high", "critical"]
-TrustLiteral = Literal["trusted", "untrusted"]
