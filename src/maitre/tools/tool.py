@@ -89,6 +89,11 @@ class Tool:
     """Calling twice with the same arguments has no extra effect (reads are; writes by default are not)."""
     business_key: tuple[str, ...] | None = None
     """Argument fields that identify the real-world operation (seed 003's refund: order_id, amount)."""
+    reconcile: Callable[[IdempotencyKey], Any] | None = None
+    """`reconcile(key) -> result | None` (sync or async): did the side effect of this idempotency
+    key happen? Called when an earlier attempt crashed or timed out, so its outcome is unknown:
+    return the result if the effect happened (the call replays it), None if it did not (the call
+    executes once). If it raises, the key stays for a human to check."""
     owner: OwnershipCheck | None = None
     requires_approval: bool | None = None
     """Force (True) or waive (False) human approval regardless of the risk matrix."""
@@ -123,6 +128,13 @@ class Tool:
             raise ToolDefinitionError(f"{self.name}: max_result_tokens must be at least 16")
         if self.idempotent is None:
             self.idempotent = self.effect is Effect.READ
+        if self.reconcile is not None:
+            if not callable(self.reconcile):
+                raise ToolDefinitionError(f"{self.name}: reconcile must be a function reconcile(key)")
+            if self.effect is Effect.READ or self.idempotent:
+                raise ToolDefinitionError(
+                    f"{self.name}: reconcile only applies to write and destructive tools that are not idempotent"
+                )
         if self.business_key is not None:
             props = self.input_schema.get("properties", {})
             unknown = [key for key in self.business_key if key not in props]

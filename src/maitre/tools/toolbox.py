@@ -65,7 +65,8 @@ class Toolbox:
         Options: name, description, output, effect ("read" | "write" | "destructive"), risk ("low" |
         "medium" | "high" | "critical"), timeout (s), retries, transient (exception types),
         max_result_tokens, trust ("trusted" | "untrusted"), tags, scopes, open_world, idempotent,
-        business_key, owner, requires_approval, long_running.
+        business_key, reconcile (`reconcile(key) -> result | None`, for an in-doubt write), owner,
+        requires_approval, long_running.
         """
         if fn is not None:
             if options:
