@@ -7,16 +7,32 @@ size caps, trust labels), and the rest of the runtime built on it.
 
 from .context import IdempotencyKey, RunContext
 from .exceptions import DuplicateToolError, MaitreError, StoreError, ToolDefinitionError, UserError
-from .gate import Gate, GateLimits
+from .gate import CallOptions, Decision, Gate, GateLimits
 from .gate.budget import Budgets, RateLimit
-from .policy import DefaultPolicy, Policy, PolicyDecision
+from .policy import BasePolicy, DefaultPolicy, Policy, PolicyDecision
 from .tools import Tool, Toolbox, ToolDefinitions
-from .types import Effect, ErrorCode, Principal, Provenance, Risk, ToolCall, ToolError, ToolResult, Trust
+from .types import (
+    ApprovalTicket,
+    Effect,
+    ErrorCode,
+    Principal,
+    Provenance,
+    Risk,
+    TaintSource,
+    ToolCall,
+    ToolError,
+    ToolResult,
+    Trust,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApprovalTicket",
+    "BasePolicy",
     "Budgets",
+    "CallOptions",
+    "Decision",
     "DefaultPolicy",
     "DuplicateToolError",
     "Effect",
@@ -33,6 +49,7 @@ __all__ = [
     "Risk",
     "RunContext",
     "StoreError",
+    "TaintSource",
     "Tool",
     "ToolCall",
     "ToolDefinitionError",

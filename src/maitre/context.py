@@ -15,9 +15,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .types import Principal
+from .types import Principal, TaintSource
 
-__all__ = ["IdempotencyKey", "RunContext", "new_run_id"]
+__all__ = ["IdempotencyKey", "NeedsInput", "RunContext", "new_run_id"]
 
 
 class IdempotencyKey(str):
@@ -25,6 +25,16 @@ class IdempotencyKey(str):
 
     A write tool that declares a parameter annotated `IdempotencyKey` receives it, to pass on to a
     downstream API that deduplicates (a payment provider, an order service).
+    """
+
+
+class NeedsInput(dict):  # type: ignore[type-arg]
+    """A tool's return value meaning "ask the caller first; I have done nothing yet".
+
+    A door that can ask (the MCP server's multi-round-trip `input_required`) returns one from a
+    tool; the gate then releases the call's idempotency key instead of storing this as the
+    result, so the caller's next round - with the answers - executes rather than replaying the
+    question.
     """
 
 
@@ -52,6 +62,11 @@ class RunContext:
     """The signature of the last error and how many times in a row it occurred."""
     tainted: bool = False
     """True once the run has seen untrusted content."""
+    taint_source: TaintSource | None = None
+    """The first untrusted result that entered the run (shown to approvers)."""
+    ephemeral: bool = False
+    """True for the throwaway run of a call made outside any run (no run id): approvals bind to
+    the principal and arguments only, and taint follows the principal for a window instead."""
     visible_tools: set[str] | None = None
     """When set, only these tools (canonical names) can be called in this run (tool search)."""
     notes: list[str] = field(default_factory=list)
@@ -69,6 +84,8 @@ class RunContext:
             "class_calls": dict(self.class_calls),
             "error_streak": list(self.error_streak),
             "tainted": self.tainted,
+            "taint_source": self.taint_source.to_dict() if self.taint_source else None,
+            "ephemeral": self.ephemeral,
             "visible_tools": sorted(self.visible_tools) if self.visible_tools is not None else None,
             "notes": list(self.notes),
             "extra": self.extra,
@@ -78,6 +95,7 @@ class RunContext:
     def from_dict(cls, data: dict[str, Any]) -> RunContext:
         principal = data.get("principal")
         visible = data.get("visible_tools")
+        taint_source = data.get("taint_source")
         streak = data.get("error_streak") or ("", 0)
         return cls(
             run_id=data["run_id"],
@@ -88,6 +106,8 @@ class RunContext:
             class_calls=Counter(data.get("class_calls", {})),
             error_streak=(streak[0], int(streak[1])),
             tainted=bool(data.get("tainted", False)),
+            taint_source=TaintSource.from_dict(taint_source) if taint_source else None,
+            ephemeral=bool(data.get("ephemeral", False)),
             visible_tools=set(visible) if visible is not None else None,
             notes=list(data.get("notes", [])),
             extra=dict(data.get("extra", {})),

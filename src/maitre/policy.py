@@ -17,11 +17,21 @@ custom matrix is denied. On top of the matrix: required scopes (PERMISSION_DENIE
 `requires_approval=True/False` on a tool, and taint - once a run has seen untrusted content, a
 write or destructive tool marked `open_world=True` needs approval, so an injected instruction can
 never send the email or the money on its own.
+
+A policy is anything with `decide(request)`. The other members of the `Policy` protocol -
+`uses_arguments`, `static_decision(tool)`, `may_approve(...)` - have defaults in `BasePolicy`;
+subclass it to override one of them, or pass a bare object with `decide` and the gate adapts it
+(`as_policy`) with the defaults: arguments are serialised for it, nothing is cached, and the
+approver must be another person of the same tenant.
+
+Approvers are compared on normalised identity (`same_person`): user names case-folded and
+Unicode-normalised (NFKC), within one tenant, so `ASHA` cannot approve `asha`'s request.
 """
 
 from __future__ import annotations
 
 import inspect
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -36,11 +46,15 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_RISK_MATRIX",
     "Action",
+    "BasePolicy",
     "DefaultPolicy",
     "Policy",
     "PolicyDecision",
     "PolicyRequest",
+    "as_policy",
     "decide",
+    "normalise_user",
+    "same_person",
 ]
 
 
@@ -86,9 +100,80 @@ class PolicyRequest:
 
 @runtime_checkable
 class Policy(Protocol):
-    """**Protocol:** `decide(request) -> PolicyDecision` (may be async)."""
+    """**Protocol:** what the gate asks a policy. `BasePolicy` supplies every member but `decide`."""
 
-    def decide(self, request: PolicyRequest) -> Any: ...
+    uses_arguments: bool
+    """Whether `decide` reads `request.arguments`; when False the gate skips serialising them."""
+
+    def decide(self, request: PolicyRequest) -> Any:
+        """Allow, deny or needs approval for one call (a `PolicyDecision`, or an awaitable of one)."""
+        ...
+
+    def static_decision(self, tool: Tool) -> PolicyDecision | None:
+        """The decision for `tool` when it cannot depend on the call (cached per tool), else None."""
+        ...
+
+    def may_approve(self, approver: Principal | str, requester_user: str, tenant: str) -> str | None:
+        """None when `approver` may decide a request of `requester_user` in `tenant`; else why not."""
+        ...
+
+
+def normalise_user(user: str) -> str:
+    """A user name as compared for identity: NFKC-normalised and case-folded."""
+    return unicodedata.normalize("NFKC", user).casefold().strip()
+
+
+def same_person(approver: Principal | str, requester_user: str) -> bool:
+    """True when `approver` names the requester (compared on normalised identity)."""
+    user = approver.user if isinstance(approver, Principal) else str(approver)
+    return normalise_user(user) == normalise_user(requester_user)
+
+
+class BasePolicy:
+    """Defaults for every `Policy` member except `decide`: subclass and write `decide`."""
+
+    uses_arguments: bool = True
+    allow_self_approval: bool = False
+    approver_role: str | None = None
+
+    def decide(self, request: PolicyRequest) -> Any:  # pragma: no cover - subclasses define it
+        raise NotImplementedError
+
+    def static_decision(self, tool: Tool) -> PolicyDecision | None:
+        return None
+
+    def may_approve(self, approver: Principal | str, requester_user: str, tenant: str) -> str | None:
+        if isinstance(approver, Principal) and approver.tenant != tenant:
+            return "approver belongs to another tenant"
+        if not self.allow_self_approval and same_person(approver, requester_user):
+            return "self-approval is not allowed: another person must approve this call"
+        if self.approver_role and not (
+            isinstance(approver, Principal) and self.approver_role in approver.roles
+        ):
+            return f"approver needs the role {self.approver_role!r}"
+        return None
+
+
+class _AdaptedPolicy(BasePolicy):
+    """A bare object with `decide`, given the protocol's defaults."""
+
+    def __init__(self, policy: Any) -> None:
+        self._policy = policy
+        self.decide = policy.decide  # type: ignore[method-assign]
+
+    def __repr__(self) -> str:
+        return f"as_policy({self._policy!r})"
+
+
+def as_policy(policy: Any) -> Policy:
+    """`policy` itself when it implements the whole protocol, else wrapped with `BasePolicy` defaults."""
+    if isinstance(policy, Policy):
+        return policy
+    if not callable(getattr(policy, "decide", None)):
+        from .exceptions import UserError
+
+        raise UserError(f"a policy needs a decide(request) method; got {type(policy).__name__}")
+    return _AdaptedPolicy(policy)
 
 
 DEFAULT_RISK_MATRIX: Mapping[tuple[Effect, Risk], Action] = {
@@ -108,7 +193,7 @@ DEFAULT_RISK_MATRIX: Mapping[tuple[Effect, Risk], Action] = {
 
 
 @dataclass(kw_only=True)
-class DefaultPolicy:
+class DefaultPolicy(BasePolicy):
     """Seed 003's risk matrix, scopes and taint. See the module docstring."""
 
     matrix: Mapping[tuple[Effect, Risk], Action] = field(default_factory=lambda: dict(DEFAULT_RISK_MATRIX))
@@ -171,19 +256,6 @@ class DefaultPolicy:
         action = self.matrix.get((tool.effect, tool.risk))
         if action is Action.ALLOW:
             return _MATRIX_DECISIONS[Action.ALLOW]
-        return None
-
-    def may_approve(self, approver: Principal | str, requester_user: str, tenant: str) -> str | None:
-        """None when `approver` may decide a request of `requester_user`; else why not."""
-        user = approver.user if isinstance(approver, Principal) else approver
-        if isinstance(approver, Principal) and approver.tenant != tenant:
-            return "approver belongs to another tenant"
-        if not self.allow_self_approval and user == requester_user:
-            return "self-approval is not allowed: another person must approve this call"
-        if self.approver_role and not (
-            isinstance(approver, Principal) and self.approver_role in approver.roles
-        ):
-            return f"approver needs the role {self.approver_role!r}"
         return None
 
 

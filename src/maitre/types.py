@@ -15,11 +15,13 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "ApprovalTicket",
     "Effect",
     "ErrorCode",
     "Principal",
     "Provenance",
     "Risk",
+    "TaintSource",
     "ToolCall",
     "ToolError",
     "ToolResult",
@@ -240,6 +242,86 @@ class Provenance:
     """Unix time the result was produced."""
 
 
+@dataclass(kw_only=True, frozen=True)
+class TaintSource:
+    """The untrusted result that tainted a run: what a reviewer needs to judge the risk."""
+
+    tool: str
+    """Canonical name of the untrusted tool whose output entered the run."""
+    call_id: str
+    """The call that returned it."""
+    at: float
+    """Unix time it was returned."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tool": self.tool, "call_id": self.call_id, "at": self.at}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaintSource:
+        return cls(tool=str(data["tool"]), call_id=str(data["call_id"]), at=float(data["at"]))
+
+
+@dataclass(kw_only=True, frozen=True)
+class ApprovalTicket:
+    """A call that waits for a human, as every door (agent loop, MCP server, console) reads it.
+
+    It rides on the APPROVAL_REQUIRED `ToolResult` (`result.approval`), so no door parses
+    `error.details`. The call executes only when it comes back with `approval_id` after a person
+    other than the requester approved exactly these arguments (`call_hash`).
+    """
+
+    approval_id: str
+    """Pass it back (`CallOptions(approval_id=...)`) once a person decided."""
+    tool: str
+    """Canonical name of the tool."""
+    arguments: dict[str, Any]
+    """The validated arguments the approver sees and approves."""
+    call_hash: str
+    """sha256 over (tool, canonical arguments, principal, run): what the approval is bound to."""
+    rule: str
+    """The policy rule that asked (`risk-matrix`, `taint`, `tool`, ...)."""
+    reason: str
+    """Why, in words, for the approver."""
+    expires_at: float
+    """Unix time after which the request can no longer be decided or used."""
+    principal: Principal
+    """Who asked (the principal the call acts for)."""
+    run_id: str | None = None
+    """The run the approval is bound to; None for a call outside any run."""
+    taint: TaintSource | None = None
+    """When the reason is taint: which untrusted result, from which tool, caused it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "approval_id": self.approval_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "call_hash": self.call_hash,
+            "rule": self.rule,
+            "reason": self.reason,
+            "expires_at": self.expires_at,
+            "principal": self.principal.to_dict(),
+            "run_id": self.run_id,
+            "taint": self.taint.to_dict() if self.taint else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ApprovalTicket:
+        taint = data.get("taint")
+        return cls(
+            approval_id=data["approval_id"],
+            tool=data["tool"],
+            arguments=dict(data.get("arguments") or {}),
+            call_hash=data["call_hash"],
+            rule=data.get("rule", ""),
+            reason=data.get("reason", ""),
+            expires_at=float(data["expires_at"]),
+            principal=Principal.from_dict(data["principal"]),
+            run_id=data.get("run_id"),
+            taint=TaintSource.from_dict(taint) if taint else None,
+        )
+
+
 @dataclass(kw_only=True)
 class ToolResult:
     """What goes back to the model. The gate always returns one; it never raises."""
@@ -262,6 +344,8 @@ class ToolResult:
     """Set when the content was cut: the rest is paged with `read_result(handle, page)`."""
     usage: dict[str, Any] = field(default_factory=dict)
     """Measurements: `tokens` of content, `duration_ms`, `attempts`, ..."""
+    approval: ApprovalTicket | None = None
+    """Set on an APPROVAL_REQUIRED result: the request a human must decide."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (for logs, MCP structured errors and the demo's JSON lines)."""
@@ -277,4 +361,5 @@ class ToolResult:
             "replayed": self.replayed,
             "handle": self.handle,
             "usage": dict(self.usage),
+            "approval": self.approval.to_dict() if self.approval else None,
         }

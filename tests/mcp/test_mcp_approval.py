@@ -112,5 +112,7 @@ async def test_without_elicitation_or_self_approval_the_call_waits_for_another_p
             "delete_order", {"order_id": "A1042"}, meta={APPROVAL_META_KEY: approval_id}
         )
     assert not done.is_error and done.content[0].text == "deleted A1042"
-    assert again.is_error  # an approval works once
+    # An approval works once: the same call again is the host retrying it, and it replays the first
+    # result (the runless write is deduplicated per principal) instead of deleting twice.
+    assert again.meta["io.maitre/replayed"] is True and "replayed" in again.content[-1].text
     assert deleted == ["A1042"]

@@ -26,7 +26,8 @@ from typing import Any
 import anyio
 
 from ..context import new_run_id
-from ..gate import Gate
+from ..exceptions import UserError
+from ..gate import CallOptions, Gate
 from ..gate.budget import Budgets
 from ..jsonutil import sha256_hex
 from ..models.base import Model, ModelError, ModelRequest, Usage
@@ -146,8 +147,6 @@ class Agent:
             if core is not None:
                 unknown = [name for name in core if box.get(name) is None]
                 if unknown:
-                    from ..exceptions import UserError
-
                     raise UserError(f"core_tools names tools that are not in the toolbox: {unknown}")
                 self.core_tools = frozenset(box.get(name).name for name in core)  # type: ignore[union-attr]
             gate = Gate(box, policy=policy, stores=store, budgets=budgets)
@@ -167,7 +166,10 @@ class Agent:
             if isinstance(goal_or_messages, str)
             else list(goal_or_messages)
         )
-        run_id = run_id or new_run_id()
+        if run_id is None:
+            run_id = new_run_id()
+        else:
+            await self._claim_run_id(run_id, principal)
         run = Run(
             id=run_id, principal=principal, messages=messages, context=self.gate.new_run(principal, run_id)
         )
@@ -217,7 +219,7 @@ class Agent:
         results: list[tuple[PendingCall, ToolResult]] = []
         for pending in ready:
             result = await self.gate.call(
-                pending.call, run.principal, run.context, approval_id=pending.approval_id
+                pending.call, run.principal, run.context, CallOptions(approval_id=pending.approval_id)
             )
             results.append((pending, result))
         for pending, result in results:
@@ -256,34 +258,30 @@ class Agent:
                     run.final_text = response.text
                     return await self._finish(run)
                 results = await self._run_calls(run, calls)
-                pending = [
-                    (c, r)
-                    for c, r in results
-                    if r.error is not None and r.error.code is ErrorCode.APPROVAL_REQUIRED
-                ]
+                pending = [(c, r.approval) for c, r in results if r.approval is not None]
                 for call, result in results:
-                    if result.error is not None and result.error.code is ErrorCode.APPROVAL_REQUIRED:
-                        continue
-                    self._record_result(run, call, result)
+                    if result.approval is None:
+                        self._record_result(run, call, result)
                 if pending:
-                    for call, result in pending:
-                        details = result.error.details if result.error else {}
+                    for call, ticket in pending:
                         run.pending.append(
                             PendingCall(
                                 call=call,
-                                approval_id=details["approval_id"],
-                                tool=details.get("tool", call.name),
-                                arguments=details.get("arguments"),
-                                reason=result.content,
+                                approval_id=ticket.approval_id,
+                                tool=ticket.tool,
+                                arguments=ticket.arguments,
+                                reason=ticket.reason,
+                                ticket=ticket,
                             )
                         )
                         self._emit(
                             run,
                             "approval_requested",
                             call_id=call.id,
-                            approval_id=details["approval_id"],
-                            tool=details.get("tool", call.name),
-                            arguments=details.get("arguments"),
+                            approval_id=ticket.approval_id,
+                            tool=ticket.tool,
+                            arguments=ticket.arguments,
+                            rule=ticket.rule,
                         )
                     return await self._pause(run)
                 codes = [r.error.code if r.error else None for _, r in results]
@@ -515,17 +513,21 @@ class Agent:
             logger.exception("could not save run %s", run.id)
 
     async def _load(self, run_id: str, principal: Principal | None) -> Run:
+        """The run `run_id`, if it belongs to `principal` (any principal when None: the host's own
+        tooling, such as `maitre runs resume`). Another user's run is, to them, no run at all."""
         tenant = principal.tenant if principal else None
         saved = await self.store.runs.load(run_id, tenant=tenant)
-        if saved is not None:
-            return Run.from_json(saved.state_json)
-        if run_id in self._live and (
-            principal is None or self._live[run_id].principal.tenant == principal.tenant
-        ):
-            return self._live[run_id]
-        from ..exceptions import UserError
-
+        run = Run.from_json(saved.state_json) if saved is not None else self._live.get(run_id)
+        if run is not None and (principal is None or _owns(principal, run)):
+            return run
         raise UserError(f"no run {run_id!r} in this agent's store")
+
+    async def _claim_run_id(self, run_id: str, principal: Principal) -> None:
+        """A host-chosen run id must not name another principal's run (it would be overwritten)."""
+        saved = await self.store.runs.load(run_id)
+        existing = Run.from_json(saved.state_json) if saved is not None else self._live.get(run_id)
+        if existing is not None and not _owns(principal, existing):
+            raise UserError(f"the run id {run_id!r} is taken; start the run with another id")
 
     def _emit(self, run: Run, kind: str, **data: Any) -> None:
         event = {"type": kind, "run_id": run.id, **data}
@@ -570,3 +572,7 @@ def _brake_message(run: Run, reason: StopReason) -> str:
     if last_text:
         text += f" My last note: {last_text[:300]}"
     return text
+
+
+def _owns(principal: Principal, run: Run) -> bool:
+    return run.principal.tenant == principal.tenant and run.principal.user == principal.user

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..context import RunContext
 from ..models.base import Usage
-from ..types import Principal, ToolCall
+from ..types import ApprovalTicket, Principal, ToolCall
 from .limits import StopReason
 from .messages import Message, message_from_dict
 
@@ -43,6 +43,8 @@ class PendingCall:
     tool: str
     arguments: Any
     reason: str = ""
+    ticket: ApprovalTicket | None = None
+    """What the gate said about it: the rule that asked, who asked, expiry, the taint source."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +53,7 @@ class PendingCall:
             "tool": self.tool,
             "arguments": self.arguments,
             "reason": self.reason,
+            "ticket": self.ticket.to_dict() if self.ticket else None,
         }
 
     @classmethod
@@ -62,6 +65,7 @@ class PendingCall:
             tool=data["tool"],
             arguments=data["arguments"],
             reason=data.get("reason", ""),
+            ticket=ApprovalTicket.from_dict(data["ticket"]) if data.get("ticket") else None,
         )
 
 

@@ -1,6 +1,16 @@
 """The gate: every proposed tool call passes one pipeline and comes back as a ToolResult."""
 
-from .base import CallContext, GateLimits, Stage
+from .base import CallContext, CallOptions, Decision, GateLimits, SettlingStage, Stage
 from .pipeline import DEFAULT_STAGES, Gate, Recorder
 
-__all__ = ["DEFAULT_STAGES", "CallContext", "Gate", "GateLimits", "Recorder", "Stage"]
+__all__ = [
+    "DEFAULT_STAGES",
+    "CallContext",
+    "CallOptions",
+    "Decision",
+    "Gate",
+    "GateLimits",
+    "Recorder",
+    "SettlingStage",
+    "Stage",
+]

@@ -21,17 +21,19 @@ from pydantic import ValidationError
 
 from ..exceptions import UserError
 from ..jsonutil import canonical_json, sha256_hex
+from ..policy import normalise_user
 from ..stores import ApprovalRequest, ApprovalStateError
-from ..types import ErrorCode, Principal, ToolError
+from ..types import ApprovalTicket, ErrorCode, Principal, ToolError
 from .authorize import validated_arguments
-from .base import CallContext
+from .base import CallContext, Decision
 from .teaching import invalid_arguments, problems_from_pydantic
 
 __all__ = ["ApprovalService", "approval", "call_hash"]
 
 
 def call_hash(tool: str, arguments: dict[str, Any], principal: Principal, run_id: str | None) -> str:
-    """The hash an approval is bound to."""
+    """The hash an approval is bound to (the user is as authenticated, not normalised: the hash
+    binds the exact principal the gate was given)."""
     return sha256_hex(
         canonical_json(
             {
@@ -47,27 +49,48 @@ def call_hash(tool: str, arguments: dict[str, Any], principal: Principal, run_id
 
 def _run_scope(ctx: CallContext) -> str | None:
     """The run an approval is bound to; None for a standalone call (no run id)."""
-    return None if ctx.run.extra.get("ephemeral") else ctx.run.run_id
+    return None if ctx.run.ephemeral else ctx.run.run_id
+
+
+def _foreign(request: ApprovalRequest, ctx: CallContext, tool: str) -> bool:
+    """An approval of another tenant, user or tool is, for this caller, one that does not exist."""
+    return (
+        request.tenant != ctx.principal.tenant
+        or normalise_user(request.user) != normalise_user(ctx.principal.user)
+        or request.tool != tool
+    )
 
 
 async def approval(ctx: CallContext) -> ToolError | None:
     tool = ctx.tool
     assert tool is not None
-    approval_id = ctx.extra.get("approval_id")
-    if ctx.decision != "approval_required":
-        return None  # policy allowed it; an approval id, if any, is left unused
-    if await _already_done(ctx):
-        return None  # the idempotency stage will replay the stored result; nothing executes
+    approval_id = ctx.options.approval_id
+    if ctx.decision is not Decision.APPROVAL_REQUIRED:
+        return None  # policy allowed it; an approval id, if any, is left unused (no exemption)
     arguments = validated_arguments(ctx)
     hashed = call_hash(tool.name, arguments, ctx.principal, _run_scope(ctx))
-    ctx.extra["call_hash"] = hashed
+    ctx.call_hash = hashed
     store = ctx.gate.stores.approvals
     now = time.time()
+    if await _already_done(ctx):
+        # The idempotency stage will replay the stored result; nothing executes. A repeated call
+        # is exempt from the loop guard only under the genuine approval of this exact call.
+        if ctx.loop_refusal is not None and approval_id:
+            request = await store.get(approval_id, now=now)
+            if (
+                request is not None
+                and not _foreign(request, ctx, tool.name)
+                and request.call_hash == hashed
+                and request.status in ("approved", "used")
+            ):
+                ctx.approval_id = request.id
+                ctx.loop_refusal = None
+        return None
     if not approval_id:
         return await _request(ctx, hashed, arguments, now)
     request = await store.get(approval_id, now=now)
-    if request is None or request.tenant != ctx.principal.tenant or request.tool != tool.name:
-        ctx.decision = "approval_invalid"
+    if request is None or _foreign(request, ctx, tool.name):
+        ctx.decision = Decision.APPROVAL_INVALID
         return ToolError(
             ErrorCode.INVALID_STATE,
             "That approval does not exist for this call. Call the tool again without an approval id to "
@@ -75,14 +98,16 @@ async def approval(ctx: CallContext) -> ToolError | None:
         )
     ctx.approval_id = request.id
     if request.call_hash != hashed:
-        ctx.decision = "approval_mismatch"
+        ctx.decision = Decision.APPROVAL_MISMATCH
+        if ctx.loop_refusal is not None:
+            return ctx.loop_refusal  # a repeated call does not get to open new requests
         return await _request(
             ctx, hashed, arguments, now, note="the earlier approval covers different arguments"
         )
     if request.status == "pending":
         return _required(ctx, request, "It is still waiting for a human decision.")
     if request.status == "denied":
-        ctx.decision = "approval_denied"
+        ctx.decision = Decision.APPROVAL_DENIED
         message = request.message or "no reason given"
         return ToolError(
             ErrorCode.APPROVAL_DENIED,
@@ -91,7 +116,7 @@ async def approval(ctx: CallContext) -> ToolError | None:
             details={"approval_id": request.id, "approver": request.approver},
         )
     if request.status in ("expired", "used"):
-        ctx.decision = f"approval_{request.status}"
+        ctx.decision = Decision(f"approval_{request.status}")
         return ToolError(
             ErrorCode.INVALID_STATE,
             f"The approval {request.id} is {request.status}; it cannot be used again. Call the tool again "
@@ -109,18 +134,19 @@ async def approval(ctx: CallContext) -> ToolError | None:
             )
         except ValidationError as exc:  # pragma: no cover - edits are validated when approved
             return invalid_arguments(tool, request.edited_arguments, problems_from_pydantic(exc))
-        ctx.extra.pop("validated_json", None)
+        ctx.validated_json = None
         execute_hash = call_hash(tool.name, validated_arguments(ctx), ctx.principal, _run_scope(ctx))
     if not await store.consume(request.id, call_hash=execute_hash, now=time.time()):
-        ctx.decision = "approval_refused"
+        ctx.decision = Decision.APPROVAL_REFUSED
         return ToolError(
             ErrorCode.INVALID_STATE,
             f"The approval {request.id} cannot be used for this call (already used, expired or for other "
             "arguments). Call the tool again without an approval id to ask for a new approval.",
             details={"approval_id": request.id},
         )
-    ctx.decision = "approved"
-    ctx.extra["call_hash"] = execute_hash
+    ctx.decision = Decision.APPROVED
+    ctx.call_hash = execute_hash
+    ctx.loop_refusal = None  # verified and consumed: the approved call coming back is the same call
     return None
 
 
@@ -138,8 +164,8 @@ async def _request(
 ) -> ToolError:
     tool = ctx.tool
     assert tool is not None
-    policy = ctx.extra.get("policy")
-    reason = policy.reason if policy is not None else "policy requires approval"
+    policy = ctx.policy
+    reason = (policy.reason if policy is not None else "") or "policy requires approval"
     request = ApprovalRequest(
         id="apr_" + secrets.token_urlsafe(16),
         tool=tool.name,
@@ -154,12 +180,31 @@ async def _request(
     )
     await ctx.gate.stores.approvals.create(request)
     ctx.approval_id = request.id
-    if ctx.decision not in ("approval_mismatch",):
-        ctx.decision = "approval_required"
+    if ctx.decision is not Decision.APPROVAL_MISMATCH:
+        ctx.decision = Decision.APPROVAL_REQUIRED
     return _required(ctx, request, "A human has been asked to approve it.")
 
 
+def ticket(ctx: CallContext, request: ApprovalRequest) -> ApprovalTicket:
+    """The typed ticket a door reads from an APPROVAL_REQUIRED result."""
+    policy = ctx.policy
+    rule = policy.rule if policy is not None else ""
+    return ApprovalTicket(
+        approval_id=request.id,
+        tool=request.tool,
+        arguments=request.arguments,
+        call_hash=request.call_hash,
+        rule=rule,
+        reason=request.reason,
+        expires_at=request.expires_at,
+        principal=ctx.principal,
+        run_id=request.run_id,
+        taint=ctx.run.taint_source if rule == "taint" else None,
+    )
+
+
 def _required(ctx: CallContext, request: ApprovalRequest, status: str) -> ToolError:
+    ctx.ticket = ticket(ctx, request)
     return ToolError(
         ErrorCode.APPROVAL_REQUIRED,
         f"{request.tool} needs a human approval before it runs ({request.reason}). {status} Do not call it "
@@ -247,11 +292,9 @@ class ApprovalService:
             raise ApprovalStateError(
                 f"no approval request {approval_id}", approval_id=approval_id, status=None
             )
-        check = getattr(self._gate.policy, "may_approve", None)
-        if check is not None:
-            why = check(approver, request.user, request.tenant)
-            if why:
-                raise UserError(f"{_name(approver)} cannot decide {approval_id}: {why}")
+        why = self._gate.policy.may_approve(approver, request.user, request.tenant)
+        if why:
+            raise UserError(f"{_name(approver)} cannot decide {approval_id}: {why}")
         return request
 
 

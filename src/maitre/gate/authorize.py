@@ -11,7 +11,7 @@ import inspect
 from ..jsonutil import to_jsonable
 from ..policy import Action, PolicyRequest, decide
 from ..types import ErrorCode, ToolError
-from .base import CallContext
+from .base import CallContext, Decision
 
 __all__ = ["DENIED_MESSAGE", "authorize", "validated_arguments"]
 
@@ -20,20 +20,20 @@ DENIED_MESSAGE = "Permission denied for this call. Do not retry it; tell the use
 
 def validated_arguments(ctx: CallContext) -> dict:
     """The validated arguments as JSON-ready data (what policies, hashes and approvers see)."""
-    cached = ctx.extra.get("validated_json")
+    cached = ctx.validated_json
     if cached is None:
         validated = ctx.validated
         if hasattr(validated, "model_dump"):
             cached = validated.model_dump(mode="json")
         else:
             cached = to_jsonable(validated or {})
-        ctx.extra["validated_json"] = cached
+        ctx.validated_json = cached
     return cached
 
 
 def _denied(ctx: CallContext, rule: str) -> ToolError:
-    ctx.decision = "deny"
-    ctx.extra["detail"] = rule
+    ctx.decision = Decision.DENY
+    ctx.detail = rule
     return ToolError(ErrorCode.PERMISSION_DENIED, DENIED_MESSAGE)
 
 
@@ -44,9 +44,9 @@ async def authorize(ctx: CallContext) -> ToolError | None:
     if tool.owner is None:
         static = ctx.gate.static_decision(tool)
         if static is not None:
-            ctx.extra["policy"] = static
+            ctx.policy = static
             return None
-    needs_arguments = tool.owner is not None or getattr(policy, "uses_arguments", True)
+    needs_arguments = tool.owner is not None or policy.uses_arguments
     arguments = validated_arguments(ctx) if needs_arguments else {}
     if tool.owner is not None:
         try:
@@ -60,9 +60,9 @@ async def authorize(ctx: CallContext) -> ToolError | None:
     decision = await decide(
         ctx.gate.policy, PolicyRequest(tool=tool, arguments=arguments, principal=ctx.principal, run=ctx.run)
     )
-    ctx.extra["policy"] = decision
+    ctx.policy = decision
     if decision.action is Action.DENY:
         return _denied(ctx, f"{decision.rule}: {decision.reason}".strip(": "))
     if decision.action is Action.APPROVAL:
-        ctx.decision = "approval_required"
+        ctx.decision = Decision.APPROVAL_REQUIRED
     return None

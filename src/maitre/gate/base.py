@@ -1,26 +1,80 @@
-"""The stage contract and the per-call record the stages share.
+"""The typed seam between a door and the gate, and the per-call record the stages share.
+
+A door (agent loop, MCP server, memory tools, ...) hands the gate a `ToolCall`, the verified
+`Principal` and `CallOptions`; it reads back a `ToolResult` (with an `ApprovalTicket` when a human
+must decide). Nothing travels through string-keyed dicts: an option the gate does not know is a
+type error, not a silently ignored key.
 
 A stage is an async callable that looks at (and may fill in) a `CallContext` and returns a
-`ToolError` to stop the call, or None to let it continue. The gate runs its stages in order; the
-shaping and recording steps always run, so every call - refused or executed - yields exactly one
-`ToolResult` and one record.
+`ToolError` to stop the call, or None to let it continue. A stage object may also define
+`settle(ctx, result)`, called after shaping (idempotency completes its key there, budgets charge).
+The gate runs its stages in order; the shaping and recording steps always run, so every call -
+refused or executed - yields exactly one `ToolResult` and one record.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..context import RunContext
 from ..tools import Tool
-from ..types import Principal, ToolCall, ToolError
+from ..types import ApprovalTicket, Principal, ToolCall, ToolError, ToolResult
 
 if TYPE_CHECKING:
+    from ..policy import PolicyDecision
     from .pipeline import Gate
 
-__all__ = ["CallContext", "GateLimits", "Stage"]
+__all__ = ["CallContext", "CallOptions", "Decision", "GateLimits", "SettlingStage", "Stage"]
+
+
+@dataclass(kw_only=True, frozen=True)
+class CallOptions:
+    """What a door (never the model) may tell the gate about one call, besides who is asking.
+
+    Every field is optional; `CallOptions()` is a plain call. The run a call belongs to travels as
+    `ToolCall.run_id` (or the `run` argument of `Gate.call`).
+    """
+
+    approval_id: str | None = None
+    """An approval the caller says covers this call. It is only a claim: the gate executes under
+    it only after checking it is this principal's, for this exact call, decided and unused - and
+    consumes it. Until then it changes nothing (no loop-guard exemption, no policy bypass)."""
+    idempotency_key: str | None = None
+    """A key chosen by the host application for this logical operation (for example one per user
+    click). It replaces the minted key's basis: the same host key with the same tool and principal
+    replays the first result. The model never supplies it; the gate still scopes it by tenant,
+    user and tool, so one principal's key cannot reach another's result."""
+    deadline_s: float | None = None
+    """At most this many seconds for the tool to run (the tool's own timeout still applies,
+    whichever is shorter)."""
+
+
+class Decision(StrEnum):
+    """What governance decided for one call, as recorded in the audit log."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+    APPROVAL_REQUIRED = "approval_required"
+    APPROVED = "approved"
+    APPROVAL_INVALID = "approval_invalid"
+    APPROVAL_MISMATCH = "approval_mismatch"
+    APPROVAL_DENIED = "approval_denied"
+    APPROVAL_EXPIRED = "approval_expired"
+    APPROVAL_USED = "approval_used"
+    APPROVAL_REFUSED = "approval_refused"
+    REPLAYED = "replayed"
+    CONFLICT = "conflict"
+    UNCERTAIN = "uncertain"
+    RATE_LIMITED = "rate_limited"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    ERROR = "error"
+    """Allowed, executed, and the tool failed."""
+    REFUSED = "refused"
+    """Allowed by policy, but a stage refused it before it ran (validation, loop guard, ...)."""
 
 
 @dataclass(kw_only=True)
@@ -43,6 +97,14 @@ class GateLimits:
     """Tokens per page of a cut result (default: the tool's own max_result_tokens)."""
     handle_ttl_s: float = 3600.0
     """How long the rest of a cut result stays readable."""
+    dedupe_window_s: float = 600.0
+    """A runless write (no run id, no host key, no business key) retried with the same arguments
+    by the same principal within this window replays instead of executing again; after it, a
+    completed record no longer blocks a new execution."""
+    taint_window_s: float = 3600.0
+    """After a call outside any run (no run id) reads untrusted content, its principal's later
+    runless calls count as tainted for this long (0 turns it off). Without it a client could shed
+    taint by leaving the run id out."""
 
 
 @dataclass(kw_only=True, eq=False)
@@ -63,17 +125,51 @@ class CallContext:
     fingerprint: str | None = None
     validated: Any = None
     """The validated arguments (a pydantic model instance, or the dict for schema tools)."""
-    decision: str = "allow"
-    """What governance decided: allow, deny, approval_required, approved, replayed, ..."""
+    validated_json: dict[str, Any] | None = None
+    """The validated arguments as JSON-ready data (what policies, hashes and approvers see)."""
+    decision: Decision = Decision.ALLOW
+    """What governance decided (recorded in the audit log)."""
+    policy: PolicyDecision | None = None
+    """The policy's answer, with the rule that fired (set by authorize)."""
+    detail: str | None = None
+    """Audit-only detail (the real rule behind a denial, a tool-search reveal, ...)."""
+    options: CallOptions = field(default_factory=CallOptions)
+    """What the door said about this call."""
     approval_id: str | None = None
+    """The approval this call asked for or executed under."""
+    call_hash: str | None = None
+    """The hash an approval is bound to (tool, canonical arguments, principal, run)."""
+    ticket: ApprovalTicket | None = None
+    """Set when the call waits for a human: returned on the result as `result.approval`."""
+    loop_refusal: ToolError | None = None
+    """A LOOP_DETECTED error held back until the approval stage has checked whether a verified,
+    consumed approval covers the call (only that exempts a repeated call)."""
     idempotency_key: str | None = None
+    owns_key: bool = False
+    """True when this call claimed its idempotency key and must settle it."""
+    replay: dict[str, Any] | None = None
+    """The stored result an idempotency key replays instead of executing."""
     output: Any = None
     executed: bool = False
     replayed: bool = False
     attempts: int = 0
     error: ToolError | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    """Room for stages a host adds; the gate's own stages use the typed fields above."""
 
 
-Stage: TypeAlias = Callable[[CallContext], Awaitable[ToolError | None]]
-"""**Protocol:** `async stage(ctx) -> ToolError | None` - return an error to stop the call."""
+@runtime_checkable
+class Stage(Protocol):
+    """**Protocol:** `async stage(ctx) -> ToolError | None` - return an error to stop the call.
+
+    Plain async functions are stages.
+    """
+
+    def __call__(self, ctx: CallContext, /) -> Awaitable[ToolError | None]: ...
+
+
+@runtime_checkable
+class SettlingStage(Stage, Protocol):
+    """**Protocol:** a stage that also settles after the result is shaped (idempotency, budgets)."""
+
+    def settle(self, ctx: CallContext, result: ToolResult, /) -> Awaitable[None]: ...

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..jsonutil import canonical_json
 from ..types import ErrorCode, ToolError, ToolResult
-from .base import CallContext
+from .base import CallContext, Decision
 
 __all__ = ["Budgets", "RateLimit", "budget"]
 
@@ -62,7 +62,7 @@ async def budget(ctx: CallContext) -> ToolError | None:
             key, rate_per_s=bucket.per_second, burst=bucket.burst, now=time.time()
         )
         if wait > 0:
-            ctx.decision = "rate_limited"
+            ctx.decision = Decision.RATE_LIMITED
             return ToolError(
                 ErrorCode.RATE_LIMITED,
                 f"Too many calls to {tool.name}; try again in {wait:.1f} s, or do something else first.",
@@ -83,7 +83,7 @@ budget.settle = charge  # type: ignore[attr-defined]
 
 
 def _exceeded(ctx: CallContext, scope: str, limit: int, what: str) -> ToolError:
-    ctx.decision = "budget_exceeded"
+    ctx.decision = Decision.BUDGET_EXCEEDED
     return ToolError(
         ErrorCode.BUDGET_EXCEEDED,
         f"Budget exhausted: at most {limit} {what}. Do not call it again in this run; finish with what you "

@@ -3,6 +3,11 @@
 fingerprint = hash(tool, canonical arguments); the N-th sighting in one run (default 3) is refused
 with LOOP_DETECTED and an instruction to change approach. A repeated error streak is caught after
 the call, in `note_outcome`. Counters live in the run, so they survive a pause and resume.
+
+The caller cannot switch the guard off. A call that *claims* an approval (`CallOptions.approval_id`)
+is counted like any other; when it is over the limit its refusal is held in `ctx.loop_refusal`
+and the approval stage lets it go only if the approval is verified and consumed for this exact
+call - an approved call coming back is the same call by design, a made-up id is not.
 """
 
 from __future__ import annotations
@@ -10,19 +15,17 @@ from __future__ import annotations
 from ..types import ErrorCode, ToolError
 from .base import CallContext
 
-__all__ = ["loop_guard", "note_outcome"]
+__all__ = ["confirm_loop_guard", "loop_guard", "note_outcome"]
 
 
 async def loop_guard(ctx: CallContext) -> ToolError | None:
     assert ctx.tool is not None and ctx.fingerprint is not None
-    if ctx.extra.get("approval_id"):
-        return None  # an approved call coming back is the same call by design
     counts = ctx.run.fingerprints
     counts[ctx.fingerprint] += 1
     seen = counts[ctx.fingerprint]
     limit = ctx.gate.limits.repeat_limit
     if seen >= limit:
-        return ToolError(
+        refusal = ToolError(
             ErrorCode.LOOP_DETECTED,
             f"You have called {ctx.tool.name} with exactly these arguments {seen} times in this run; the "
             "result will not change. Do not call it again with the same arguments. Change approach: use "
@@ -30,7 +33,16 @@ async def loop_guard(ctx: CallContext) -> ToolError | None:
             "blocking you.",
             details={"fingerprint": ctx.fingerprint, "seen": seen, "limit": limit},
         )
+        if ctx.options.approval_id:
+            ctx.loop_refusal = refusal  # settled by the approval stage, see the module docstring
+            return None
+        return refusal
     return None
+
+
+async def confirm_loop_guard(ctx: CallContext) -> ToolError | None:
+    """Refuse a repeated call that claimed an approval the approval stage did not verify and consume."""
+    return ctx.loop_refusal
 
 
 def note_outcome(ctx: CallContext, error: ToolError | None) -> ToolError | None:

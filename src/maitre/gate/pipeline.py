@@ -6,37 +6,45 @@ resolve → decode → loop guard → validate → [authorize → budget → app
 ```
 
 `Gate.call` never raises into the caller's loop: a missing tool, broken JSON, a 10 MB payload, a
-tool that raises, hangs or returns garbage - each comes back as a `ToolResult` with `is_error=True`
-and a `ToolError` the model can act on. (Cancellation of the caller's own task still propagates:
-that is the host stopping work, not a model's input.)
+tool that raises (even `SystemExit` or `KeyboardInterrupt`), hangs or returns garbage - each comes
+back as a `ToolResult` with `is_error=True` and a `ToolError` the model can act on, and each is
+audited. Only the caller's own cancellation propagates: that is the host stopping work.
 
 Stages are plain async callables (`maitre.gate.base.Stage`) in an ordered list, so a host can
 insert its own; recorders run after every call, refused or executed.
+
+Identity is part of every piece of state: the gate tracks runs by (tenant, user, run id), so a
+second user of the same tenant who names another user's run id gets a fresh run of their own -
+never its loop counters, taint, budgets or (through the idempotency key) its results. A call with
+no run id at all is a run of its own; the taint it causes follows its principal for
+`GateLimits.taint_window_s`, so a client that simply omits the run id cannot shed taint.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
+import anyio
 from opentelemetry import trace
 
 from ..context import RunContext
-from ..policy import DefaultPolicy, Policy
+from ..policy import DefaultPolicy, Policy, PolicyDecision, as_policy
 from ..stores import MemoryStores, Stores
 from ..tools import Tool, Toolbox
-from ..types import ErrorCode, Principal, ToolCall, ToolError, ToolResult, Trust
+from ..types import ErrorCode, Principal, TaintSource, ToolCall, ToolError, ToolResult, Trust
 from .approval import ApprovalService, approval
 from .authorize import authorize
-from .base import CallContext, GateLimits, Stage
+from .base import CallContext, CallOptions, GateLimits, SettlingStage, Stage
 from .budget import Budgets, budget
 from .decode import decode
 from .execute import execute
 from .handles import builtin_toolbox
 from .idempotency import idempotency
-from .loop_guard import loop_guard, note_outcome
+from .loop_guard import confirm_loop_guard, loop_guard, note_outcome
 from .record import AuditRecorder
 from .resolve import resolve
 from .shape import shape_error, shape_output
@@ -64,16 +72,21 @@ DEFAULT_STAGES: tuple[Stage, ...] = (
     authorize,
     budget,
     approval,
+    confirm_loop_guard,
     idempotency,
     execute,
 )
-"""Every stage in order. A stage with a `settle(ctx, result)` attribute is called back after shaping."""
+"""Every stage in order. A `SettlingStage` (one with `settle(ctx, result)`) is called back after shaping."""
 
 Recorder = Callable[[CallContext, ToolResult], Awaitable[None]]
 """**Protocol:** `async recorder(ctx, result)` - runs after every call (audit, metrics)."""
 
 _MAX_TRACKED_RUNS = 10_000
 _UNSET: Any = object()
+_INTERNAL_MESSAGE = (
+    "The tool call could not be processed because of an internal error in the runtime. It was "
+    "not executed. Retrying the same call will not help; continue without it or tell the user."
+)
 
 
 class Gate:
@@ -108,7 +121,7 @@ class Gate:
         recorders: Sequence[Recorder] = (),
     ) -> None:
         self.toolbox = toolbox
-        self.policy: Policy = policy if policy is not None else DefaultPolicy()
+        self.policy: Policy = as_policy(policy) if policy is not None else DefaultPolicy()
         self.stores: Stores = stores if stores is not None else MemoryStores()
         self.budgets = budgets or Budgets()
         self.limits = limits or GateLimits()
@@ -121,8 +134,9 @@ class Gate:
         self.recorders: list[Recorder] = list(recorders)
         if audit if audit is not None else stores is not None:
             self.recorders.insert(0, AuditRecorder(self.stores.audit, arguments=audit_arguments))
-        self._settlers = [s.settle for s in self.stages if hasattr(s, "settle")]  # type: ignore[attr-defined]
-        self._runs: OrderedDict[str, RunContext] = OrderedDict()
+        self._settlers = [s.settle for s in self.stages if isinstance(s, SettlingStage)]
+        self._runs: OrderedDict[tuple[str, str, str], RunContext] = OrderedDict()
+        self._principal_taint: OrderedDict[tuple[str, str], tuple[float, TaintSource]] = OrderedDict()
         self._static: dict[str, Any] = {}
 
     # -- lookups used by stages ------------------------------------------------------------------
@@ -130,12 +144,11 @@ class Gate:
     def find_tool(self, name: str) -> Tool | None:
         return self.toolbox.get(name) or self.builtins.get(name)
 
-    def static_decision(self, tool: Tool) -> Any:
+    def static_decision(self, tool: Tool) -> PolicyDecision | None:
         """The policy's per-tool decision when it does not depend on the call (cached), else None."""
         cached = self._static.get(tool.name, _UNSET)
         if cached is _UNSET or cached[0] is not tool:
-            compute = getattr(self.policy, "static_decision", None)
-            cached = (tool, compute(tool) if compute is not None else None)
+            cached = (tool, self.policy.static_decision(tool))
             self._static[tool.name] = cached
         return cached[1]
 
@@ -154,62 +167,132 @@ class Gate:
         )
         return run
 
-    def _run_for(self, call: ToolCall, principal: Principal) -> RunContext:
-        # Calls without a run object: track state per (tenant, run_id) so loop guards still work;
-        # without a run_id each call is its own run.
-        if not call.run_id:
-            # A standalone call: approvals bind to (principal, tool, arguments) without a run.
-            return RunContext(principal=principal, extra={"ephemeral": True})
-        key = f"{principal.tenant}\x00{call.run_id}"
-        run = self._runs.get(key)
-        if run is None:
-            run = RunContext(run_id=call.run_id, principal=principal)
-            self._runs[key] = run
+    def _run_for(self, call: ToolCall, principal: Principal, run: RunContext | None) -> RunContext:
+        """The run this call belongs to, always one of `principal`'s own.
+
+        A run object the host passes is used when it is this principal's (or has none yet). A run
+        id alone is looked up by (tenant, user, id), so another principal naming it gets its own
+        fresh run. No run id: a throwaway run carrying the principal's recent taint.
+        """
+        if run is not None:
+            if run.principal is None:
+                run.principal = principal
+            if _same_identity(run.principal, principal):
+                return run
+            run_id: str | None = run.run_id  # someone else's run object: never share its state
+        else:
+            run_id = call.run_id if isinstance(call.run_id, str) and call.run_id else None
+        if run_id is None:
+            fresh = RunContext(principal=principal, ephemeral=True)
+            taint = self._principal_taint.get((principal.tenant, principal.user))
+            if taint is not None:
+                until, source = taint
+                if until > time.monotonic():
+                    fresh.tainted, fresh.taint_source = True, source
+                else:
+                    del self._principal_taint[(principal.tenant, principal.user)]
+            return fresh
+        key = (principal.tenant, principal.user, run_id)
+        tracked = self._runs.get(key)
+        if tracked is None:
+            tracked = RunContext(run_id=run_id, principal=principal)
+            self._runs[key] = tracked
             if len(self._runs) > _MAX_TRACKED_RUNS:
                 self._runs.popitem(last=False)
         else:
             self._runs.move_to_end(key)
-        return run
+        return tracked
+
+    def _taint(self, ctx: CallContext) -> None:
+        """Untrusted output entered the run: mark it, remember the source, and for a call outside
+        any run let the taint follow the principal for the configured window."""
+        run = ctx.run
+        tool = ctx.tool
+        assert tool is not None
+        source = TaintSource(tool=tool.name, call_id=str(ctx.call.id)[:200], at=time.time())
+        if not run.tainted:
+            run.tainted, run.taint_source = True, source
+        if run.ephemeral and self.limits.taint_window_s > 0:
+            key = (ctx.principal.tenant, ctx.principal.user)
+            self._principal_taint[key] = (time.monotonic() + self.limits.taint_window_s, source)
+            self._principal_taint.move_to_end(key)
+            if len(self._principal_taint) > _MAX_TRACKED_RUNS:
+                self._principal_taint.popitem(last=False)
 
     # -- the pipeline ----------------------------------------------------------------------------
 
     async def call(
-        self, call: ToolCall, principal: Principal, run: RunContext | None = None, **options: Any
+        self,
+        call: ToolCall,
+        principal: Principal,
+        run: RunContext | None = None,
+        options: CallOptions | None = None,
+        *,
+        approval_id: str | None = None,
     ) -> ToolResult:
-        """Run one proposed call through every stage. Never raises."""
-        try:
-            return await self._call(call, principal, run, options)
-        except Exception as exc:  # the last line of defence: a bug in a stage or a store
-            logger.exception("gate failure on call %r", getattr(call, "id", None))
-            error = ToolError(
-                ErrorCode.INTERNAL,
-                "The tool call could not be processed because of an internal error in the runtime. It was "
-                "not executed. Retrying the same call will not help; continue without it or tell the user.",
-                details={"exception": type(exc).__name__},
-            )
-            return ToolResult(
-                call_id=str(getattr(call, "id", "")),
-                name=str(getattr(call, "name", ""))[:200],
-                is_error=True,
-                content=error.message,
-                error=error,
-            )
+        """Run one proposed call through every stage. Never raises.
 
-    async def _call(
-        self, call: ToolCall, principal: Principal, run: RunContext | None, options: dict[str, Any]
-    ) -> ToolResult:
-        if run is None:
-            run = self._run_for(call, principal)
-        if run.principal is None:
-            run.principal = principal
-        ctx = CallContext(gate=self, call=call, principal=principal, run=run)
-        ctx.extra.update(options)
+        Args:
+            call: what the model proposed.
+            principal: who is asking, as the host or the authenticated transport established it.
+            run: the run the call belongs to (the agent loop keeps one per run); without it the
+                gate tracks `call.run_id` per principal, or treats the call as a run of its own.
+            options: what the door says about the call (an approval to use, a host idempotency
+                key, a deadline).
+            approval_id: shorthand for `CallOptions(approval_id=...)`.
+        """
+        if options is None:
+            options = CallOptions(approval_id=approval_id) if approval_id else _NO_OPTIONS
+        elif approval_id:
+            options = CallOptions(
+                approval_id=approval_id,
+                idempotency_key=options.idempotency_key,
+                deadline_s=options.deadline_s,
+            )
+        ctx: CallContext | None = None
+        try:
+            ctx = CallContext(
+                gate=self,
+                call=call,
+                principal=principal,
+                run=self._run_for(call, principal, run),
+                options=options,
+            )
+            return await self._call(ctx)
+        except anyio.get_cancelled_exc_class():
+            raise  # the host cancelled its own work
+        except GeneratorExit:
+            raise  # this coroutine is being closed; swallowing it would be a RuntimeError
+        except BaseException as exc:  # the last line of defence: a bug in a stage, a store or a tool
+            logger.error("gate failure on call %r", getattr(call, "id", None), exc_info=exc)
+            return await self._internal(call, ctx, exc)
+
+    async def _internal(self, call: ToolCall, ctx: CallContext | None, exc: BaseException) -> ToolResult:
+        error = ToolError(ErrorCode.INTERNAL, _INTERNAL_MESSAGE, details={"exception": type(exc).__name__})
+        result = ToolResult(
+            call_id=str(getattr(call, "id", "")),
+            name=str(getattr(call, "name", ""))[:200],
+            is_error=True,
+            content=error.message,
+            error=error,
+        )
+        if ctx is not None:  # still audit it: a call that broke the runtime is the one to look at
+            ctx.error = error
+            for recorder in self.recorders:
+                try:
+                    await recorder(ctx, result)
+                except Exception:
+                    logger.exception("recorder failed while recording an internal error")
+        return result
+
+    async def _call(self, ctx: CallContext) -> ToolResult:
+        call = ctx.call
         if _tracing():
             with _tracer.start_as_current_span("maitre.tool_call") as span:
                 result = await self._run_stages(ctx)
                 if span.is_recording():
                     span.set_attribute("maitre.tool", ctx.tool.name if ctx.tool else str(call.name)[:200])
-                    span.set_attribute("maitre.decision", ctx.decision)
+                    span.set_attribute("maitre.decision", str(ctx.decision))
                     span.set_attribute("maitre.is_error", result.is_error)
                     if result.error is not None:
                         span.set_attribute("maitre.error_code", str(result.error.code))
@@ -220,7 +303,6 @@ class Gate:
         return result
 
     async def _run_stages(self, ctx: CallContext) -> ToolResult:
-        run = ctx.run
         error: ToolError | None = None
         for stage in self.stages:
             error = await stage(ctx)
@@ -240,8 +322,16 @@ class Gate:
             ctx.error = error
             result = shape_error(ctx, error)
         assert result is not None
+        result.approval = ctx.ticket
         for settle in self._settlers:
             await settle(ctx, result)
-        if ctx.executed and ctx.tool is not None and ctx.tool.trust is Trust.UNTRUSTED:
-            run.tainted = True
+        if (ctx.executed or ctx.replayed) and ctx.tool is not None and ctx.tool.trust is Trust.UNTRUSTED:
+            self._taint(ctx)
         return result
+
+
+_NO_OPTIONS = CallOptions()
+
+
+def _same_identity(a: Principal | None, b: Principal) -> bool:
+    return a is not None and a.tenant == b.tenant and a.user == b.user

@@ -13,7 +13,7 @@ from typing import Literal
 from ..audit import AuditEntry, digest, redact
 from ..jsonutil import canonical_json
 from ..types import ToolResult
-from .base import CallContext
+from .base import CallContext, Decision
 
 __all__ = ["AuditRecorder"]
 
@@ -26,14 +26,14 @@ class AuditRecorder:
         self.arguments = arguments
 
     async def __call__(self, ctx: CallContext, result: ToolResult) -> None:
-        arguments = ctx.extra.get("validated_json", ctx.arguments)
+        arguments = ctx.validated_json if ctx.validated_json is not None else ctx.arguments
         if arguments is None:
             shown = None
         elif self.arguments == "redacted":
             shown = canonical_json(redact(arguments))
         else:
             shown = digest(arguments)
-        detail = ctx.extra.get("detail")
+        detail = ctx.detail
         if (
             detail is None
             and ctx.tool is not None
@@ -42,18 +42,18 @@ class AuditRecorder:
         ):
             detail = _reveal_detail(ctx, result)
         decision = ctx.decision
-        if result.is_error and decision in ("allow", "approved"):
-            decision = "error" if ctx.executed else "refused"
+        if result.is_error and decision in (Decision.ALLOW, Decision.APPROVED):
+            decision = Decision.ERROR if ctx.executed else Decision.REFUSED
         await self.store.append(  # type: ignore[attr-defined]
             AuditEntry(
                 at=time.time(),
                 user=ctx.principal.user,
                 tenant=ctx.principal.tenant,
                 tool=ctx.tool.name if ctx.tool else str(ctx.call.name)[:200],
-                decision=decision,
+                decision=str(decision),
                 run_id=ctx.run.run_id,
                 call_id=str(ctx.call.id)[:200],
-                call_hash=ctx.extra.get("call_hash"),
+                call_hash=ctx.call_hash,
                 approval_id=ctx.approval_id,
                 arguments=shown,
                 result_digest=None if result.is_error else digest(result.content),

@@ -20,6 +20,8 @@ from typing import Any
 
 import mcp_types as types
 
+from ..context import NeedsInput
+
 __all__ = ["McpCallContext", "current_call"]
 
 _current: contextvars.ContextVar[McpCallContext | None] = contextvars.ContextVar(
@@ -78,13 +80,13 @@ class McpCallContext:
             for key, req in requests.items()
         }
         self.pending_state = state
-        return {"input_required": sorted(self.pending_input)}
+        return NeedsInput(input_required=sorted(self.pending_input))
 
     def reject(self, error: Exception) -> dict[str, Any]:
         """Answer with a JSON-RPC error (an `mcp.shared.exceptions.MCPError`), for MCP-level refusals
         such as a missing client capability (-32021). Use: `return ctx.reject(MCPError(...))`."""
         self.protocol_error = error
-        return {"rejected": type(error).__name__}
+        return NeedsInput(rejected=type(error).__name__)
 
     def supports(self, capability: str) -> bool:
         """Whether the client declared `elicitation`, `sampling` or `roots` on this request."""

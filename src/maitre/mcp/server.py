@@ -28,6 +28,7 @@ What the adapter adds around the gate:
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
 import os
@@ -52,9 +53,10 @@ from mcp_types import HEADER_MISMATCH, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_C
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
+from ..gate import CallOptions
 from ..jsonutil import compact_json
 from ..tools import Tool
-from ..types import ErrorCode, Principal, ToolCall, ToolResult
+from ..types import ApprovalTicket, Principal, ToolCall, ToolResult
 from .app import MCPApp, call_maybe_async
 from .auth import principal_from_request
 from .context import McpCallContext, _enter, _leave
@@ -73,6 +75,7 @@ __all__ = [
     "APPROVAL_INPUT_KEY",
     "APPROVAL_META_KEY",
     "GovernedServer",
+    "IDEMPOTENCY_META_KEY",
     "RUN_META_KEY",
     "ServerOptions",
     "TASK_REQUIRED_TAG",
@@ -89,7 +92,14 @@ APPROVAL_META_KEY = "io.maitre/approvalId"
 """Request `_meta` key a host sets to retry a call under an approval decided out of band."""
 RUN_META_KEY = "io.maitre/runId"
 """Request `_meta` key naming the host's agent run: the gate then keeps loop guards, budgets and
-taint across that run's calls (per tenant). Without it every MCP call is a run of its own."""
+taint across that run's calls. The id is namespaced by the verified principal (the gate keys runs
+by tenant, user and id), so naming another user's run id only starts a run of one's own. Without
+it every MCP call is a run of its own: writes are still deduplicated per principal within the
+gate's window, and taint follows the principal for its window."""
+IDEMPOTENCY_META_KEY = "io.maitre/idempotencyKey"
+"""Request `_meta` key a host (not the model) sets to name one logical operation: the same key from
+the same principal for the same tool replays the first result instead of executing again."""
+_MAX_META_ID = 128
 _APPROVAL_SCHEMA = {
     "type": "object",
     "properties": {
@@ -139,6 +149,12 @@ def _json_state(raw: str | None) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise MCPError(code=INVALID_PARAMS, message="Invalid or expired requestState")
     return state
+
+
+def _meta_id(meta: Mapping[str, Any], key: str) -> str | None:
+    """A short id-like string from request `_meta`, else None (anything else is ignored)."""
+    value = meta.get(key)
+    return value[:_MAX_META_ID] if isinstance(value, str) and value else None
 
 
 class GovernedServer:
@@ -264,21 +280,17 @@ class GovernedServer:
         state = _json_state(params.request_state)
         call_ctx.request_state = state.get("tool")
         meta = params.meta if isinstance(params.meta, dict) else {}
-        run_id = meta.get(RUN_META_KEY)
         call = ToolCall(
             id=str(ctx.request_id),
             name=params.name,
             arguments=dict(params.arguments or {}),
-            run_id=run_id[:128] if isinstance(run_id, str) and run_id else None,
+            run_id=_meta_id(meta, RUN_META_KEY),
         )
-        options: dict[str, Any] = {}
-        meta_approval = meta.get(APPROVAL_META_KEY)
-        if isinstance(meta_approval, str):
-            options["approval_id"] = meta_approval  # decided out of band; the gate checks it is this call's
+        # An approval id from _meta was decided out of band: only a claim, the gate verifies it.
+        approval_id = _meta_id(meta, APPROVAL_META_KEY)
         if "approval" in state:
-            options["approval_id"] = await self._record_decision(
-                state["approval"], params, principal, call_ctx
-            )
+            approval_id = await self._record_decision(state["approval"], params, principal, call_ctx)
+        options = CallOptions(approval_id=approval_id, idempotency_key=_meta_id(meta, IDEMPOTENCY_META_KEY))
         tool = self.app.toolbox.get(params.name)
         if tool is not None and tool.long_running:
             if call_ctx.modern and self._client_has_tasks(ctx):
@@ -294,16 +306,16 @@ class GovernedServer:
             raise call_ctx.protocol_error
         if call_ctx.pending_input:
             return self._input_required(call_ctx.pending_input, {"tool": call_ctx.pending_state})
-        if result.is_error and result.error is not None and result.error.code is ErrorCode.APPROVAL_REQUIRED:
-            return await self._ask_approval(call, principal, result, call_ctx)
+        if result.approval is not None:
+            return await self._ask_approval(call, principal, result, result.approval, call_ctx, options)
         return self.to_call_tool_result(result, call_ctx, tool)
 
     async def _gate_call(
-        self, call: ToolCall, principal: Principal, call_ctx: McpCallContext, options: Mapping[str, Any]
+        self, call: ToolCall, principal: Principal, call_ctx: McpCallContext, options: CallOptions
     ) -> ToolResult:
         token = _enter(call_ctx)
         try:
-            return await self.gate.call(call, principal, **options)
+            return await self.gate.call(call, principal, options=options)
         finally:
             _leave(token)
 
@@ -356,22 +368,19 @@ class GovernedServer:
     # -- approval over MCP -------------------------------------------------------------------------
 
     async def _ask_approval(
-        self, call: ToolCall, principal: Principal, result: ToolResult, call_ctx: McpCallContext
+        self,
+        call: ToolCall,
+        principal: Principal,
+        result: ToolResult,
+        ticket: ApprovalTicket,
+        call_ctx: McpCallContext,
+        options: CallOptions,
     ) -> Any:
         assert result.error is not None
-        details = result.error.details
-        approval_id = details.get("approval_id")
-        arguments = call.arguments if isinstance(call.arguments, dict) else {}
-        message = (
-            f"Approve {call.name} with {compact_json(arguments)}? {result.error.message}".strip()
-            if approval_id
-            else result.error.message
-        )
-        may_approve = getattr(self.gate.policy, "may_approve", None)
-        why_not = (
-            may_approve(principal, principal.user, principal.tenant) if may_approve is not None else None
-        )
-        if approval_id and why_not:
+        approval_id = ticket.approval_id
+        message = f"Approve {ticket.tool} with {compact_json(ticket.arguments)}? {result.error.message}"
+        why_not = self.gate.policy.may_approve(principal, principal.user, principal.tenant)
+        if why_not:
             # The caller may not confirm their own call: another person decides it out of band.
             out_of_band = result.error.message + (
                 f" Approval id: {approval_id}. Once someone allowed to approve it has done so, the host can "
@@ -380,10 +389,10 @@ class GovernedServer:
             shaped = self.to_call_tool_result(result, call_ctx, self.app.toolbox.get(call.name))
             shaped.content = [types.TextContent(type="text", text=out_of_band)]
             return shaped
-        if approval_id and call_ctx.modern and call_ctx.supports("elicitation"):
+        if call_ctx.modern and call_ctx.supports("elicitation"):
             claims = {
                 "a": approval_id,
-                "h": details.get("call_hash"),
+                "h": ticket.call_hash,
                 "n": call.name,
                 "t": principal.tenant,
                 "u": principal.user,
@@ -394,10 +403,12 @@ class GovernedServer:
                 "params": {"mode": "form", "message": message, "requestedSchema": _APPROVAL_SCHEMA},
             }
             return self._input_required({APPROVAL_INPUT_KEY: request}, {"approval": token})
-        if approval_id and call_ctx.can_ask and call_ctx.supports("elicitation"):
+        if call_ctx.can_ask and call_ctx.supports("elicitation"):
             answer = await call_ctx.elicit(message, _APPROVAL_SCHEMA)
             await self._decide(approval_id, principal, answer.model_dump(by_alias=True, mode="json"))
-            retried = await self._gate_call(call, principal, call_ctx, {"approval_id": approval_id})
+            retried = await self._gate_call(
+                call, principal, call_ctx, dataclasses.replace(options, approval_id=approval_id)
+            )
             return self.to_call_tool_result(retried, call_ctx, self.app.toolbox.get(call.name))
         return self.to_call_tool_result(result, call_ctx, self.app.toolbox.get(call.name))
 
@@ -424,9 +435,7 @@ class GovernedServer:
         return approval_id
 
     async def _decide(self, approval_id: str, principal: Principal, answer: Mapping[str, Any]) -> None:
-        approvals = getattr(self.gate, "approvals", None)
-        if approvals is None:
-            raise MCPError(code=INVALID_PARAMS, message="This server does not take approvals")
+        approvals = self.gate.approvals
         content = answer.get("content") or {}
         approved = answer.get("action") == "accept" and content.get("approve") is True
         reason = str(content.get("reason") or "")[:500]
@@ -467,7 +476,7 @@ class GovernedServer:
         return task
 
     async def _start_task(
-        self, call: ToolCall, principal: Principal, call_ctx: McpCallContext, options: dict[str, Any]
+        self, call: ToolCall, principal: Principal, call_ctx: McpCallContext, options: CallOptions
     ) -> dict[str, Any]:
         if self._tg is None:
             raise MCPError(code=INVALID_PARAMS, message="tasks need the server lifespan to be running")
@@ -494,7 +503,7 @@ class GovernedServer:
         call: ToolCall,
         principal: Principal,
         call_ctx: McpCallContext,
-        options: dict[str, Any],
+        options: CallOptions,
     ) -> None:
         outcome: dict[str, Any] = {}
         with anyio.CancelScope() as scope:
