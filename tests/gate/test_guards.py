@@ -105,6 +105,11 @@ async def test_an_oversized_result_is_cut_and_paged_through_a_handle(gate, princ
         principal.__class__(user="u2", tenant="other"),
     )
     assert stranger.error.code == "NOT_FOUND"
+    colleague = await gate.call(  # same tenant, another user: as private as the call that made it
+        call("read_result", {"handle": result.handle, "page": 2}),
+        principal.__class__(user="someone-else", tenant=principal.tenant),
+    )
+    assert colleague.error.code == "NOT_FOUND"
 
 
 async def test_limits_are_configurable(calls, principal):

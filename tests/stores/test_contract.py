@@ -444,6 +444,13 @@ async def test_a_handle_is_readable_by_its_tenant_only_until_it_expires(stores: 
     assert await stores.handles.get("nope", tenant="acme", now=T0) is None
 
 
+async def test_a_handle_asked_for_by_another_user_of_the_tenant_is_not_found(stores: Stores) -> None:
+    """With `user=`, only the user who produced the cut result can page through it."""
+    await stores.handles.put("h2", tenant="acme", user="ann", pages=["secret"], meta={}, now=T0, ttl_s=60)
+    assert (await stores.handles.get("h2", tenant="acme", user="ann", now=T0 + 1)).pages == ["secret"]
+    assert await stores.handles.get("h2", tenant="acme", user="bob", now=T0 + 1) is None
+
+
 async def test_a_live_handle_is_never_overwritten(stores: Stores) -> None:
     """put() on a live handle raises (even from another tenant); an expired one may be reused."""
     await stores.handles.put("h1", tenant="acme", user="ann", pages=["a"], meta={}, now=T0, ttl_s=60)

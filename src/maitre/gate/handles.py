@@ -1,7 +1,7 @@
 """Result handles: where the rest of a cut result waits, and the built-in tool that pages through it.
 
-A handle is bound to the tenant that produced it: another tenant asking for it gets NOT_FOUND, the
-same answer as for a handle that never existed.
+A handle is bound to the tenant and user that produced it: anyone else asking for it gets
+NOT_FOUND, the same answer as for a handle that never existed.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def builtin_toolbox(handles: Any) -> Toolbox:
 
         Use it only with a handle that a cut result gave you. Do not use it to re-run a tool.
         """
-        found = await handles.get(handle, tenant=principal.tenant)
+        found = await handles.get(handle, tenant=principal.tenant, user=principal.user)
         if found is None:
             raise ToolError(
                 ErrorCode.NOT_FOUND, f"No result is stored under handle {handle} (or it expired)."

@@ -8,6 +8,7 @@ stages rely on are stated here, once, and every backend must keep them across pr
 - `ApprovalStore.consume` turns `approved` into `used` at most once, and only for the exact hash the
   approval was granted for: different arguments never run under an old approval.
 - `IdempotencyStore.begin` gives a key to exactly one caller; everyone else sees the existing record.
+  `take_over` (of a crashed or uncertain key) and a `begin` after the dedupe window do the same.
 - `AuditStore.append` produces one chain: consecutive seqs, each entry linked to the one before.
 - `RateLimiter.acquire` spends tokens atomically.
 
@@ -276,6 +277,10 @@ class IdempotencyRecord:
     """Last state change."""
     lease_until: float
     """An `in_flight` record past its lease is read as `uncertain`: its owner is presumed dead."""
+    owner: str | None = None
+    """Who holds an `in_flight` record: an opaque text the gate writes (host, pid, process start,
+    a per-process id) so a retry can tell a live owner from a crashed one. None on records written
+    before owners were stored."""
 
 
 @runtime_checkable
@@ -291,10 +296,33 @@ class IdempotencyStore(Protocol):
         fingerprint: str,
         now: float | None = None,
         lease_s: float = 300.0,
+        owner: str | None = None,
+        reuse_completed_after_s: float | None = None,
     ) -> IdempotencyRecord | None:
         """Claim `key`: None when this caller now owns it (an `in_flight` record was inserted),
         otherwise the existing record, unchanged, except that an `in_flight` record whose lease has
-        passed is first turned into `uncertain` (its owner crashed; the outcome is unknown)."""
+        passed is first turned into `uncertain` (its owner crashed; the outcome is unknown).
+
+        With `reuse_completed_after_s`, a `completed` record whose completion is older than that
+        no longer blocks: the caller takes the key over as a fresh begin (in one atomic step, so of
+        several callers after the window exactly one owns it). That is the dedupe window of a call
+        made without a run: inside it a retry replays, after it the same arguments run again."""
+        ...
+
+    async def take_over(
+        self,
+        key: str,
+        *,
+        tenant: str,
+        seen: IdempotencyRecord,
+        owner: str | None,
+        now: float | None = None,
+        lease_s: float = 300.0,
+    ) -> bool:
+        """Become the owner of an `uncertain` record, or of an `in_flight` one whose owner is dead,
+        if it is still exactly as `seen` (same state, `updated_at` and owner): it turns `in_flight`
+        for `owner` with a new lease. True when this caller now owns it; of several callers holding
+        the same `seen`, one at most. Used to run a tool's `reconcile` hook, then execute or not."""
         ...
 
     async def complete(self, key: str, result_json: str, *, tenant: str, now: float | None = None) -> None:
@@ -302,9 +330,11 @@ class IdempotencyStore(Protocol):
         when the key is unknown or already completed (a stored result is never overwritten)."""
         ...
 
-    async def mark_uncertain(self, key: str, *, tenant: str, now: float | None = None) -> bool:
+    async def mark_uncertain(
+        self, key: str, *, tenant: str, now: float | None = None, owner: str | None = None
+    ) -> bool:
         """`in_flight` -> `uncertain` (timeout or crash: the side effect may have happened).
-        True if the record changed."""
+        With `owner`, only while that owner holds the record. True if the record changed."""
         ...
 
     async def release(self, key: str, *, tenant: str) -> bool:
@@ -381,8 +411,11 @@ class HandleStore(Protocol):
         """Store the pages under an unguessable `handle`. Raises `AlreadyExistsError` if taken."""
         ...
 
-    async def get(self, handle: str, *, tenant: str, now: float | None = None) -> HandleData | None:
-        """The pages, or None if unknown, expired, or owned by another tenant."""
+    async def get(
+        self, handle: str, *, tenant: str, user: str | None = None, now: float | None = None
+    ) -> HandleData | None:
+        """The pages, or None if unknown, expired, or owned by another tenant (or, when `user` is
+        given, another user: a cut result is as private as the call that produced it)."""
         ...
 
     async def purge(self, *, now: float | None = None) -> int:

@@ -148,11 +148,19 @@ class MemoryIdempotencyStore:
         fingerprint: str,
         now: float | None = None,
         lease_s: float = 300.0,
+        owner: str | None = None,
+        reuse_completed_after_s: float | None = None,
     ) -> IdempotencyRecord | None:
         at = now_or(now)
         with self._lock:
             existing = self._items.get((tenant, key))
-            if existing is None:
+            stale = (
+                existing is not None
+                and reuse_completed_after_s is not None
+                and existing.state == "completed"
+                and existing.updated_at < at - reuse_completed_after_s
+            )
+            if existing is None or stale:
                 self._items[(tenant, key)] = IdempotencyRecord(
                     key=key,
                     tenant=tenant,
@@ -162,12 +170,38 @@ class MemoryIdempotencyStore:
                     created_at=at,
                     updated_at=at,
                     lease_until=at + lease_s,
+                    owner=owner,
                 )
                 return None
+            assert existing is not None
             if existing.state == "in_flight" and existing.lease_until <= at:
                 existing.state = "uncertain"
                 existing.updated_at = at
             return copy.copy(existing)
+
+    async def take_over(
+        self,
+        key: str,
+        *,
+        tenant: str,
+        seen: IdempotencyRecord,
+        owner: str | None,
+        now: float | None = None,
+        lease_s: float = 300.0,
+    ) -> bool:
+        at = now_or(now)
+        with self._lock:
+            record = self._items.get((tenant, key))
+            if (
+                record is None
+                or record.state not in ("in_flight", "uncertain")
+                or (record.state, record.updated_at, record.owner)
+                != (seen.state, seen.updated_at, seen.owner)
+            ):
+                return False
+            record.state, record.result, record.owner = "in_flight", None, owner
+            record.updated_at, record.lease_until = at, at + lease_s
+            return True
 
     async def complete(self, key: str, result_json: str, *, tenant: str, now: float | None = None) -> None:
         at = now_or(now)
@@ -181,11 +215,13 @@ class MemoryIdempotencyStore:
             record.result = result_json
             record.updated_at = at
 
-    async def mark_uncertain(self, key: str, *, tenant: str, now: float | None = None) -> bool:
+    async def mark_uncertain(
+        self, key: str, *, tenant: str, now: float | None = None, owner: str | None = None
+    ) -> bool:
         at = now_or(now)
         with self._lock:
             record = self._items.get((tenant, key))
-            if record is None or record.state != "in_flight":
+            if record is None or record.state != "in_flight" or (owner is not None and record.owner != owner):
                 return False
             record.state = "uncertain"
             record.updated_at = at
@@ -251,11 +287,13 @@ class MemoryHandleStore:
                 raise AlreadyExistsError(f"handle {handle!r} already exists")
             self._items[handle] = (tenant, user, list(pages), copy.deepcopy(meta), at + ttl_s)
 
-    async def get(self, handle: str, *, tenant: str, now: float | None = None) -> HandleData | None:
+    async def get(
+        self, handle: str, *, tenant: str, user: str | None = None, now: float | None = None
+    ) -> HandleData | None:
         at = now_or(now)
         with self._lock:
             item = self._items.get(handle)
-            if item is None or item[0] != tenant or item[4] <= at:
+            if item is None or item[0] != tenant or item[4] <= at or (user is not None and item[1] != user):
                 return None
             return HandleData(list(item[2]), copy.deepcopy(item[3]))
 

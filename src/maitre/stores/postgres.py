@@ -114,7 +114,7 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS {s}.idempotency (
         idem_key text NOT NULL, tenant text NOT NULL, tool text NOT NULL, fingerprint text NOT NULL,
         state text NOT NULL, result text, created_at double precision NOT NULL,
-        updated_at double precision NOT NULL, lease_until double precision NOT NULL,
+        updated_at double precision NOT NULL, lease_until double precision NOT NULL, owner text,
         PRIMARY KEY (tenant, idem_key))""",
     """CREATE TABLE IF NOT EXISTS {s}.audit (
         seq bigint PRIMARY KEY, at_ts double precision NOT NULL, user_id text NOT NULL,
@@ -141,6 +141,10 @@ _SCHEMA = (
         updated_at double precision NOT NULL, allowed boolean NOT NULL)""",
     "CREATE TABLE IF NOT EXISTS {s}.meta (name text PRIMARY KEY, value text NOT NULL)",
 )
+
+_ADDED_COLUMNS = (("idempotency", "owner", "text"),)
+"""Nullable columns added after a table was first created: a schema written by an earlier maitre
+gets them on open (and an earlier maitre still works with them there)."""
 
 
 class PostgresDatabase:
@@ -196,11 +200,24 @@ class PostgresDatabase:
                             ),
                             (str(SCHEMA_VERSION),),
                         )
+                    await self._add_missing_columns(conn)
             except BaseException:
                 await conn.close()
                 raise
             self._idle.append(conn)
             self._ready = True
+
+    async def _add_missing_columns(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        for table, column, kind in _ADDED_COLUMNS:
+            cursor = await conn.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+                "AND column_name = %s",
+                (self.schema, table, column),
+            )
+            if await cursor.fetchone() is None:  # checked first: ALTER locks the table even when a no-op
+                await conn.execute(
+                    self.q(f"ALTER TABLE {{s}}.{table} ADD COLUMN IF NOT EXISTS {column} {kind}")
+                )
 
     async def _stored_version(self, conn: psycopg.AsyncConnection[Any]) -> int | None:
         cursor = await conn.execute("SELECT to_regclass(%s)", (f"{self.quoted_schema}.meta",))
@@ -347,8 +364,21 @@ class PostgresIdempotencyStore:
         )
         self._claim = db.q(
             "INSERT INTO {s}.idempotency (idem_key, tenant, tool, fingerprint, state, result, created_at, "
-            "updated_at, lease_until) VALUES (%s, %s, %s, %s, 'in_flight', NULL, %s, %s, %s) "
+            "updated_at, lease_until, owner) VALUES (%s, %s, %s, %s, 'in_flight', NULL, %s, %s, %s, %s) "
             "ON CONFLICT (tenant, idem_key) DO NOTHING"
+        )
+        # A completed key past the dedupe window, taken over in one guarded statement: a concurrent
+        # caller blocks on the row lock, re-reads it as in_flight and updates nothing.
+        self._reuse = db.q(
+            "UPDATE {s}.idempotency SET tool = %s, fingerprint = %s, state = 'in_flight', result = NULL, "
+            "created_at = %s, updated_at = %s, lease_until = %s, owner = %s WHERE tenant = %s "
+            "AND idem_key = %s AND state = 'completed' AND updated_at < %s RETURNING idem_key"
+        )
+        self._take_over = db.q(
+            "UPDATE {s}.idempotency SET state = 'in_flight', result = NULL, updated_at = %s, "
+            "lease_until = %s, owner = %s WHERE tenant = %s AND idem_key = %s "
+            "AND state IN ('in_flight', 'uncertain') AND state = %s AND updated_at = %s "
+            "AND owner IS NOT DISTINCT FROM %s"
         )
         self._expire = db.q(
             "UPDATE {s}.idempotency SET state = 'uncertain', updated_at = %s WHERE tenant = %s "
@@ -364,13 +394,21 @@ class PostgresIdempotencyStore:
         fingerprint: str,
         now: float | None = None,
         lease_s: float = 300.0,
+        owner: str | None = None,
+        reuse_completed_after_s: float | None = None,
     ) -> IdempotencyRecord | None:
         at = now_or(now)
         async with self._db.connection() as conn:
             while True:
-                cursor = await conn.execute(self._claim, (key, tenant, tool, fingerprint, at, at, at + lease_s))
+                cursor = await conn.execute(
+                    self._claim, (key, tenant, tool, fingerprint, at, at, at + lease_s, owner)
+                )
                 if cursor.rowcount == 1:
                     return None
+                if reuse_completed_after_s is not None:
+                    params = (tool, fingerprint, at, at, at + lease_s, owner, tenant, key)
+                    if await _fetchone(conn, self._reuse, (*params, at - reuse_completed_after_s)):
+                        return None
                 row = await _fetchone(conn, self._expire, (at, tenant, key, at))
                 if row is None:
                     row = await _fetchone(conn, self._select, (tenant, key))
@@ -393,14 +431,33 @@ class PostgresIdempotencyStore:
             row = await _fetchone(conn, self._select, (tenant, key))
         raise completion_refused(key, exists=row is not None)
 
-    async def mark_uncertain(self, key: str, *, tenant: str, now: float | None = None) -> bool:
+    async def take_over(
+        self,
+        key: str,
+        *,
+        tenant: str,
+        seen: IdempotencyRecord,
+        owner: str | None,
+        now: float | None = None,
+        lease_s: float = 300.0,
+    ) -> bool:
+        at = now_or(now)
+        changed = await self._db.execute(
+            self._take_over, (at, at + lease_s, owner, tenant, key, seen.state, seen.updated_at, seen.owner)
+        )
+        return changed == 1
+
+    async def mark_uncertain(
+        self, key: str, *, tenant: str, now: float | None = None, owner: str | None = None
+    ) -> bool:
         at = now_or(now)
         changed = await self._db.execute(
             self._db.q(
                 "UPDATE {s}.idempotency SET state = 'uncertain', updated_at = %s "
-                "WHERE tenant = %s AND idem_key = %s AND state = 'in_flight'"
+                "WHERE tenant = %s AND idem_key = %s AND state = 'in_flight' "
+                "AND (%s::text IS NULL OR owner = %s)"
             ),
-            (at, tenant, key),
+            (at, tenant, key, owner, owner),
         )
         return changed == 1
 
@@ -478,13 +535,16 @@ class PostgresHandleStore:
         if changed != 1:
             raise AlreadyExistsError(f"handle {handle!r} already exists")
 
-    async def get(self, handle: str, *, tenant: str, now: float | None = None) -> HandleData | None:
+    async def get(
+        self, handle: str, *, tenant: str, user: str | None = None, now: float | None = None
+    ) -> HandleData | None:
         at = now_or(now)
         row = await self._db.fetchone(
             self._db.q(
                 "SELECT pages, meta FROM {s}.handles WHERE handle = %s AND tenant = %s AND expires_at > %s"
+                " AND (%s::text IS NULL OR user_id = %s)"
             ),
-            (handle, tenant, at),
+            (handle, tenant, at, user, user),
         )
         return handle_from_row(row)
 

@@ -107,7 +107,7 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS idempotency (
         idem_key TEXT NOT NULL, tenant TEXT NOT NULL, tool TEXT NOT NULL, fingerprint TEXT NOT NULL,
         state TEXT NOT NULL, result TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL,
-        lease_until REAL NOT NULL, PRIMARY KEY (tenant, idem_key)) WITHOUT ROWID""",
+        lease_until REAL NOT NULL, owner TEXT, PRIMARY KEY (tenant, idem_key)) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS audit (
         seq INTEGER PRIMARY KEY, at_ts REAL NOT NULL, user_id TEXT NOT NULL, tenant TEXT NOT NULL,
         tool TEXT NOT NULL, decision TEXT NOT NULL, run_id TEXT, call_id TEXT, call_hash TEXT,
@@ -130,6 +130,14 @@ _SCHEMA = (
         bucket_key TEXT PRIMARY KEY, tokens REAL NOT NULL, updated_at REAL NOT NULL,
         allowed INTEGER NOT NULL) WITHOUT ROWID""",
 )
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Columns added since a table was first created (a file written by an earlier maitre); nullable,
+    so an earlier maitre still reads and writes the file."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(idempotency)")}
+    if "owner" not in columns:
+        conn.execute("ALTER TABLE idempotency ADD COLUMN owner TEXT")
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -176,6 +184,7 @@ class SQLiteDatabase:
                     )
                 for statement in _SCHEMA:
                     conn.execute(statement)
+                _add_missing_columns(conn)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("COMMIT")
             except BaseException:
@@ -340,20 +349,34 @@ class SQLiteIdempotencyStore:
         fingerprint: str,
         now: float | None = None,
         lease_s: float = 300.0,
+        owner: str | None = None,
+        reuse_completed_after_s: float | None = None,
     ) -> IdempotencyRecord | None:
         at = now_or(now)
         claim = (
             "INSERT INTO idempotency (idem_key, tenant, tool, fingerprint, state, result, created_at, "
-            "updated_at, lease_until) VALUES (?, ?, ?, ?, 'in_flight', NULL, ?, ?, ?) "
+            "updated_at, lease_until, owner) VALUES (?, ?, ?, ?, 'in_flight', NULL, ?, ?, ?, ?) "
             "ON CONFLICT (tenant, idem_key) DO NOTHING"
         )
-        claim_params = (key, tenant, tool, fingerprint, at, at, at + lease_s)
+        claim_params = (key, tenant, tool, fingerprint, at, at, at + lease_s, owner)
 
-        def existing(conn: sqlite3.Connection) -> IdempotencyRecord | None:
+        def existing(conn: sqlite3.Connection) -> IdempotencyRecord | bool:
+            # Inside BEGIN IMMEDIATE: no other process writes between this read and our update.
             row = conn.execute(_IDEM_SELECT, (tenant, key)).fetchone()
             if row is None:
-                return None
+                return False
             record = idempotency_from_row(row)
+            if (
+                reuse_completed_after_s is not None
+                and record.state == "completed"
+                and record.updated_at < at - reuse_completed_after_s
+            ):
+                conn.execute(
+                    "UPDATE idempotency SET tool = ?, fingerprint = ?, state = 'in_flight', result = NULL, "
+                    "created_at = ?, updated_at = ?, lease_until = ?, owner = ? WHERE tenant = ? AND idem_key = ?",
+                    (tool, fingerprint, at, at, at + lease_s, owner, tenant, key),
+                )
+                return True
             if record.state == "in_flight" and record.lease_until <= at:
                 conn.execute(
                     "UPDATE idempotency SET state = 'uncertain', updated_at = ? "
@@ -366,10 +389,31 @@ class SQLiteIdempotencyStore:
         while True:
             if await self._db.execute(claim, claim_params) == 1:
                 return None
-            record = await self._db.run(existing, immediate=True)
-            if record is not None:
-                return record
+            found = await self._db.run(existing, immediate=True)
+            if found is True:
+                return None
+            if found is not False:
+                return found
             # Released between our insert attempt and our read: try to claim it again.
+
+    async def take_over(
+        self,
+        key: str,
+        *,
+        tenant: str,
+        seen: IdempotencyRecord,
+        owner: str | None,
+        now: float | None = None,
+        lease_s: float = 300.0,
+    ) -> bool:
+        at = now_or(now)
+        changed = await self._db.execute(
+            "UPDATE idempotency SET state = 'in_flight', result = NULL, updated_at = ?, lease_until = ?, "
+            "owner = ? WHERE tenant = ? AND idem_key = ? AND state IN ('in_flight', 'uncertain') "
+            "AND state = ? AND updated_at = ? AND owner IS ?",
+            (at, at + lease_s, owner, tenant, key, seen.state, seen.updated_at, seen.owner),
+        )
+        return changed == 1
 
     async def complete(self, key: str, result_json: str, *, tenant: str, now: float | None = None) -> None:
         at = now_or(now)
@@ -387,12 +431,14 @@ class SQLiteIdempotencyStore:
 
         await self._db.run(op)
 
-    async def mark_uncertain(self, key: str, *, tenant: str, now: float | None = None) -> bool:
+    async def mark_uncertain(
+        self, key: str, *, tenant: str, now: float | None = None, owner: str | None = None
+    ) -> bool:
         at = now_or(now)
         changed = await self._db.execute(
             "UPDATE idempotency SET state = 'uncertain', updated_at = ? "
-            "WHERE tenant = ? AND idem_key = ? AND state = 'in_flight'",
-            (at, tenant, key),
+            "WHERE tenant = ? AND idem_key = ? AND state = 'in_flight' AND (? IS NULL OR owner = ?)",
+            (at, tenant, key, owner, owner),
         )
         return changed == 1
 
@@ -467,11 +513,14 @@ class SQLiteHandleStore:
         if changed != 1:
             raise AlreadyExistsError(f"handle {handle!r} already exists")
 
-    async def get(self, handle: str, *, tenant: str, now: float | None = None) -> HandleData | None:
+    async def get(
+        self, handle: str, *, tenant: str, user: str | None = None, now: float | None = None
+    ) -> HandleData | None:
         at = now_or(now)
         row = await self._db.fetchone(
-            "SELECT pages, meta FROM handles WHERE handle = ? AND tenant = ? AND expires_at > ?",
-            (handle, tenant, at),
+            "SELECT pages, meta FROM handles WHERE handle = ? AND tenant = ? AND expires_at > ?"
+            " AND (? IS NULL OR user_id = ?)",
+            (handle, tenant, at, user, user),
         )
         return handle_from_row(row)
 
