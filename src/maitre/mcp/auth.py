@@ -11,6 +11,10 @@ unchanged; the principal rides in `AccessToken.claims` and is read back per requ
 
 Over stdio there is no token: the process inherits its caller's identity (seed 003 §11), so the
 principal comes from configuration (`--user/--tenant/--scope` on `maitre serve`).
+
+A shared HMAC key (HS256/384/512) shorter than its hash output - 32, 48, 64 bytes (RFC 7518 §3.2) -
+is refused when the verifier is built: anyone holding one token could brute-force a short key
+offline and then mint tokens for any user and tenant.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import jwt
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 
+from ..exceptions import UserError
 from ..types import Principal
 
 __all__ = [
@@ -37,6 +42,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
 
 PRINCIPAL_CLAIM = "maitre/principal"
 """Key under `AccessToken.claims` where the verified principal travels through the SDK."""
@@ -69,6 +76,18 @@ class JWTVerifier:
     tenant_claim: str = "tenant"
     default_tenant: str | None = None
     """Tenant when the token has no tenant claim; None refuses such tokens."""
+
+    def __post_init__(self) -> None:
+        hmac_bits = [int(a[2:]) for a in self.algorithms if a in _HMAC_ALGORITHMS]
+        if not hmac_bits or not isinstance(self.key, str | bytes | bytearray):
+            return
+        needed = max(hmac_bits) // 8
+        size = len(self.key.encode() if isinstance(self.key, str) else self.key)
+        if size < needed:
+            raise UserError(
+                f"the JWT HMAC key must be at least {needed} bytes for HS{max(hmac_bits)}, got {size};"
+                " use a longer random secret or an asymmetric algorithm (RS256, ES256, EdDSA)"
+            )
 
     async def verify(self, token: str) -> Principal | None:
         key = self.key

@@ -8,6 +8,9 @@ minted for one purpose (a handle) can never be replayed as another (approval sta
 
 Payloads are signed, not encrypted: put nothing secret in them. Verification is constant-time and
 fails closed with one exception type whose message is for logs only.
+
+Secrets shorter than 32 bytes (the HMAC-SHA256 output size, RFC 2104 §3 / RFC 7518 §3.2) are a
+`UserError`: a short shared secret can be brute-forced offline from any one token a client holds.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import os
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from ..exceptions import UserError
 
 __all__ = ["InvalidToken", "Signer", "load_secret"]
 
@@ -36,14 +41,20 @@ def load_secret(value: str | bytes | None = None, *, env: str = "MAITRE_MCP_SECR
 
     A fresh secret only suits a single process: handles and approval state minted by another
     process (or before a restart) then fail verification. Multi-process servers share one.
+
+    Raises:
+        UserError: the secret is shorter than 32 bytes.
     """
-    raw = value if value is not None else os.environ.get(env)
+    from_env = value is None
+    raw = os.environ.get(env) if from_env else value
     if raw is None:
         return os.urandom(MIN_SECRET_BYTES)
     secret = raw.encode() if isinstance(raw, str) else bytes(raw)
     if len(secret) < MIN_SECRET_BYTES:
-        raise ValueError(
-            f"the MCP signing secret must be at least {MIN_SECRET_BYTES} bytes, got {len(secret)}"
+        source = f"{env} (the MCP signing secret)" if from_env else "the MCP signing secret"
+        raise UserError(
+            f"{source} must be at least {MIN_SECRET_BYTES} bytes, got {len(secret)};"
+            " generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
         )
     return secret
 
@@ -72,7 +83,7 @@ class Signer:
             raise ValueError("Signer needs at least one key")
         for key in ring:
             if len(key) < MIN_SECRET_BYTES:
-                raise ValueError(f"signing keys must be at least {MIN_SECRET_BYTES} bytes")
+                raise UserError(f"signing keys must be at least {MIN_SECRET_BYTES} bytes, got {len(key)}")
         # Derive a per-purpose key so the same operator secret never MACs two kinds of token alike.
         self._keys = [
             hmac.new(bytes(k), b"maitre/mcp/" + purpose.encode(), hashlib.sha256).digest() for k in ring
