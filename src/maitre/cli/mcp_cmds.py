@@ -80,8 +80,23 @@ def serve_command(
         Path | None, typer.Option(help="SQLite file for task state shared by processes")
     ] = None,
     stateless_legacy: Annotated[bool, typer.Option(help="No sessions for 2025-11-25 clients either")] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Host header to accept besides the bind address (host, host:port, host:*; repeatable)"
+        ),
+    ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(help="Browser Origin to accept, e.g. https://app.example.com (repeatable)"),
+    ] = None,
 ) -> None:
-    """Serve TARGET over MCP (2026-07-28 and 2025-11-25 on one endpoint)."""
+    """Serve TARGET over MCP (2026-07-28 and 2025-11-25 on one endpoint).
+
+    Host/Origin headers are checked on every bind (DNS rebinding); a 0.0.0.0 bind accepts only
+    loopback Host headers until --allow-host names the public ones. HMAC secrets (an HS* key file,
+    MAITRE_MCP_SECRET) under 32 bytes are refused.
+    """
     from ..mcp.auth import JWTVerifier
     from ..mcp.server import GovernedServer, ServerOptions
     from ..mcp.tasks import SQLiteTaskStore
@@ -92,19 +107,19 @@ def serve_command(
     )
     try:
         loaded = _load_app(target)
+        if isinstance(loaded, GovernedServer):
+            server = loaded
+        else:
+            options = ServerOptions(
+                principal=Principal(
+                    user=user, tenant=tenant, scopes=frozenset(scope or ()), roles=frozenset(role or ())
+                ),
+                task_store=SQLiteTaskStore(task_db) if task_db else None,
+            )
+            server = GovernedServer(loaded, options)
     except UserError as exc:
-        err.print(f"[red]{exc}[/red]")
+        err.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    if isinstance(loaded, GovernedServer):
-        server = loaded
-    else:
-        options = ServerOptions(
-            principal=Principal(
-                user=user, tenant=tenant, scopes=frozenset(scope or ()), roles=frozenset(role or ())
-            ),
-            task_store=SQLiteTaskStore(task_db) if task_db else None,
-        )
-        server = GovernedServer(loaded, options)
     if transport == "stdio":
         anyio.run(serve_stdio, server)
         return
@@ -118,7 +133,13 @@ def serve_command(
             raise typer.Exit(2)
         key_text = jwt_key_file.read_text().strip()
         algorithms = jwt_algorithm or (["HS256"] if "BEGIN" not in key_text else ["RS256", "ES256", "EdDSA"])
-        verifier = JWTVerifier(key=key_text, issuer=jwt_issuer, audience=jwt_audience, algorithms=algorithms)
+        try:
+            verifier = JWTVerifier(
+                key=key_text, issuer=jwt_issuer, audience=jwt_audience, algorithms=algorithms
+            )
+        except UserError as exc:
+            err.print(f"{jwt_key_file}: {exc}", style="red", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
     err.print(f"serving {server.app.name} on http://{host}:{port}{path} (MCP 2026-07-28 + 2025-11-25)")
 
     async def main() -> None:
@@ -131,6 +152,8 @@ def serve_command(
             resource_url=resource_url,
             issuer_url=jwt_issuer,
             stateless_legacy=stateless_legacy,
+            allowed_hosts=allow_host or (),
+            allowed_origins=allow_origin or (),
         )
 
     anyio.run(main)

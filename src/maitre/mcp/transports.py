@@ -2,8 +2,23 @@
 
 HTTP is assembled from the SDK's own pieces - `StreamableHTTPSessionManager` (2026-07-28
 requests are served statelessly; 2025-11-25 clients get sessions unless `stateless_legacy`),
-its DNS-rebinding protection for loopback hosts, and its bearer-auth middleware fed by our
-`BearerVerifier` - so the wire behaviour is the SDK's and only the principal mapping is ours.
+its Host/Origin checks, and its bearer-auth backend fed by our `BearerVerifier` - so the wire
+behaviour is the SDK's; ours are the principal mapping and the scope challenge (`scope_check`).
+
+DNS-rebinding protection (a MUST of the transport spec) is on for every bind, checked before
+authentication on every route; a refused Host is HTTP 421, a refused Origin 403. Defaults:
+
+- loopback bind (127.0.0.1, localhost, ::1): Host and Origin may name any loopback name and port.
+- any other address or name (127.0.0.2, a LAN address, a DNS name): only Host `ADDR:PORT` and
+  Origin `http://ADDR:PORT` - the bind itself.
+- wildcard bind (0.0.0.0, ::): only the loopback names at the port. The addresses and names the
+  server is really reached by are not knowable, and guessing them is what rebinding exploits, so
+  every other Host is refused until it is listed (`allowed_hosts`, `maitre serve --allow-host`).
+
+`allowed_hosts` / `allowed_origins` (`--allow-host` / `--allow-origin`, repeatable) add to the
+defaults: `host`, `host:port` or `host:*` (any port); origins as `https://app.example.com` or
+`http://host:*`. A request without an Origin header (a non-browser client) is not refused for
+that; `Origin: null` is.
 
 Nothing here writes to stdout: on stdio that stream carries the protocol, and uvicorn's logs go
 to stderr through `logging`.
@@ -13,46 +28,89 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .auth import BearerVerifier, SdkTokenVerifier
+from .scope_check import ScopeChallenge, declared_scopes
 from .server import GovernedServer
 
-__all__ = ["http_app", "running_http", "serve_http", "serve_stdio"]
+__all__ = ["http_app", "running_http", "serve_http", "serve_stdio", "transport_security"]
 
 logger = logging.getLogger("maitre.mcp")
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_WILDCARD = ("0.0.0.0", "::", "")
 
 
-def _security(host: str) -> TransportSecuritySettings | None:
+def _authority(host: str, port: int | str | None) -> str:
+    name = f"[{host}]" if ":" in host else host
+    return name if port is None else f"{name}:{port}"
+
+
+def transport_security(
+    host: str,
+    port: int | None = None,
+    *,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+) -> TransportSecuritySettings:
+    """The Host/Origin allow-lists for a server bound to `host:port` (see the module docstring).
+
+    `port=None` (the port is not known yet) allows any port of the bound names.
+    """
     if host in _LOOPBACK:
-        return TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
-    return None
+        hosts = [_authority(h, "*") for h in _LOOPBACK] + [_authority(h, None) for h in _LOOPBACK]
+        origins = [f"http://{_authority(h, '*')}" for h in _LOOPBACK]
+    else:
+        names = _LOOPBACK if host in _WILDCARD else (host,)
+        hosts = [_authority(h, "*" if port is None else port) for h in names]
+        if port in (None, 80):
+            hosts += [_authority(h, None) for h in names]
+        origins = [f"http://{a}" for a in hosts]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*hosts, *allowed_hosts],
+        allowed_origins=[*origins, *allowed_origins],
+    )
+
+
+class _HostOriginGuard:
+    """Refuse a foreign Host (421) or Origin (403) on every route, before authentication runs."""
+
+    def __init__(self, app: ASGIApp, settings: TransportSecuritySettings) -> None:
+        self.app = app
+        self.check = TransportSecurityMiddleware(settings)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refused = await self.check.validate_request(Request(scope), is_post=False)
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def http_app(
     server: GovernedServer,
     *,
     host: str = "127.0.0.1",
+    port: int | None = None,
     path: str = "/mcp",
     verifier: BearerVerifier | None = None,
     resource_url: str | None = None,
@@ -60,12 +118,19 @@ def http_app(
     required_scopes: list[str] | None = None,
     json_response: bool = False,
     stateless_legacy: bool = False,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
 ) -> Starlette:
     """The ASGI app serving `server` at `path`.
 
     Args:
+        host, port: where it is bound; they set the default Host/Origin allow-lists, which
+            `allowed_hosts` / `allowed_origins` extend (module docstring). The settings in force
+            are `app.state.transport_security`.
         verifier: when set, every request needs a valid bearer token (401 otherwise) and the
-            principal comes from it.
+            principal comes from it; a `tools/call` whose tool needs scopes the token lacks is a
+            403 `insufficient_scope` (`scope_check`).
+        required_scopes: scopes every request needs, named in the 401 challenge.
         resource_url, issuer_url: publish OAuth protected-resource metadata (RFC 9728) naming
             this server and its authorization server.
         json_response: always answer plain JSON. The default (False) still answers JSON when a call
@@ -73,27 +138,33 @@ def http_app(
         stateless_legacy: serve 2025-11-25 clients without sessions too (no server→client requests,
             so no inline elicitation); for fleets behind a load balancer.
     """
+    security = transport_security(host, port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
     manager = StreamableHTTPSessionManager(
         app=server.lowlevel,
         json_response=json_response,
         stateless=stateless_legacy,
-        security_settings=_security(host),
+        security_settings=security,
     )
     asgi: Any = StreamableHTTPASGIApp(manager)
-    middleware: list[Middleware] = []
+    middleware = [Middleware(_HostOriginGuard, settings=security)]
     routes: list[BaseRoute] = []
     if verifier is not None:
-        middleware = [
+        middleware += [
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(SdkTokenVerifier(verifier))),
             Middleware(AuthContextMiddleware),
         ]
         metadata_url = build_resource_metadata_url(AnyHttpUrl(resource_url)) if resource_url else None
-        asgi = RequireAuthMiddleware(asgi, required_scopes or [], metadata_url)
+        asgi = ScopeChallenge(
+            asgi,
+            toolbox=server.app.toolbox,
+            required_scopes=required_scopes or (),
+            resource_metadata_url=str(metadata_url) if metadata_url else None,
+        )
         if resource_url and issuer_url:
             routes += create_protected_resource_routes(
                 resource_url=AnyHttpUrl(resource_url),
                 authorization_servers=[AnyHttpUrl(issuer_url)],
-                scopes_supported=required_scopes,
+                scopes_supported=declared_scopes(server.app.toolbox, required_scopes or ()) or None,
             )
     routes.insert(0, Route(path, endpoint=asgi))
 
@@ -102,7 +173,9 @@ def http_app(
         async with manager.run():
             yield
 
-    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.transport_security = security
+    return app
 
 
 async def serve_http(
@@ -113,10 +186,16 @@ async def serve_http(
     ready: anyio.Event | None = None,
     **options: Any,
 ) -> None:
-    """Serve over Streamable HTTP with uvicorn until cancelled."""
+    """Serve over Streamable HTTP with uvicorn until cancelled (`options` go to `http_app`)."""
     import uvicorn
 
-    app = http_app(server, host=host, **options)
+    app = http_app(server, host=host, port=port, **options)
+    if host in _WILDCARD and not options.get("allowed_hosts"):
+        logger.warning(
+            "bound to %s: only loopback Host headers are accepted; list the public host name(s) "
+            "with allowed_hosts (maitre serve --allow-host)",
+            host or "all interfaces",
+        )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
     userver = uvicorn.Server(config)
     if ready is not None:
@@ -142,22 +221,29 @@ async def serve_stdio(server: GovernedServer) -> None:
 
 @contextlib.asynccontextmanager
 async def running_http(
-    server: GovernedServer, *, path: str = "/mcp", wrap: Any = None, **options: Any
+    server: GovernedServer,
+    *,
+    host: str = "127.0.0.1",
+    path: str = "/mcp",
+    wrap: Any = None,
+    **options: Any,
 ) -> AsyncIterator[str]:
-    """Serve on 127.0.0.1 at an ephemeral port for the duration of the block; yields the URL.
+    """Serve on `host` at an ephemeral port for the duration of the block; yields the URL.
 
     For tests and embedding: the server runs in the caller's event loop and stops on exit.
-    `wrap(asgi_app) -> asgi_app` puts an ASGI layer around the app (to observe requests).
+    `wrap(asgi_app) -> asgi_app` puts an ASGI layer around the app (to observe requests);
+    `options` go to `http_app`.
     """
     import socket
 
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, 0))
     port = sock.getsockname()[1]
-    app: Any = http_app(server, host="127.0.0.1", path=path, **options)
+    app: Any = http_app(server, host=host, port=port, path=path, **options)
     if wrap is not None:
         app = wrap(app)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
@@ -167,7 +253,7 @@ async def running_http(
         while not userver.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
             await anyio.sleep(0.01)
         try:
-            yield f"http://127.0.0.1:{port}{path}"
+            yield f"http://{_authority(host, port)}{path}"
         finally:
             userver.should_exit = True
     sock.close()
