@@ -1,21 +1,77 @@
-"""Stage 2, decode: arguments arrive as a dict or as JSON text that may be broken or huge.
+"""Stage 2, decode: arguments arrive as a dict or as JSON text that may be broken, huge or hostile.
 
 The size cap is checked before parsing, so a 10 MB payload costs one length check. JSON numbers
 are parsed as Decimal when they come as text, so money keeps its exact digits.
+
+Before anything is hashed, decode refuses what no JSON value can be, each as INVALID_ARGUMENTS
+naming the argument path (a hash of such text would raise deep in the pipeline instead):
+
+- text that is not valid Unicode: a lone surrogate such as `"\\ud800"` in a key or a value (raw in
+  a dict, or escaped in JSON text), or bytes that are not UTF-8;
+- NaN, Infinity and numbers beyond the range of a double (`1e400` would become `inf` in a float
+  field): JSON has none of them, and a tool would compute with them.
+
+Duplicate keys (`{"amount": "1", "amount": "9000"}`, where parsers disagree on which wins) are
+refused where the gate sees the raw JSON text: `ToolCall.arguments` as str or bytes, as OpenAI-
+style adapters pass it. They are out of reach when the arguments arrive as a dict, because a JSON
+parser already kept one value and dropped the other: the MCP SDK's parsed `params.arguments`,
+Anthropic's `tool_use.input`, a Python caller's dict. Refusing them there needs the raw HTTP body,
+before the SDK parses it.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import sys
 from decimal import Decimal
 from typing import Any
 
 from ..jsonutil import canonical_json, sha256_hex
 from ..types import ErrorCode, ToolError
 from .base import CallContext
-from .teaching import example_call
+from .teaching import example_call, json_path
 
-__all__ = ["decode"]
+__all__ = ["decode", "json_text"]
+
+_MAX_FLOAT = sys.float_info.max
+_MAX_DECIMAL = Decimal(_MAX_FLOAT)
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+class _Constant(Exception):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Duplicate(key)
+            seen.add(key)
+    return obj
+
+
+def _constant(name: str) -> Any:
+    raise _Constant(name)
+
+
+def json_text(raw: str | bytes | bytearray) -> str:
+    """Arguments text as str (bytes decoded as JSON allows: UTF-8, or UTF-16/32 by their pattern).
+
+    Raises UnicodeDecodeError for bytes that are not text in that encoding.
+    """
+    if isinstance(raw, str):
+        return raw
+    data = bytes(raw)
+    return data.decode(json.detect_encoding(data))
 
 
 async def decode(ctx: CallContext) -> ToolError | None:
@@ -30,11 +86,25 @@ async def decode(ctx: CallContext) -> ToolError | None:
         if size > limit:
             return _too_large(ctx, size, limit)
         try:
-            parsed: Any = json.loads(raw, parse_float=Decimal)
+            parsed: Any = json.loads(
+                json_text(raw), parse_float=Decimal, parse_constant=_constant, object_pairs_hook=_object
+            )
+        except UnicodeDecodeError as exc:
+            return _not_unicode(tool.name, f"byte {exc.start} of the arguments text")
+        except _Duplicate as dup:
+            return _duplicate(tool.name, dup.key)
+        except _Constant as const:
+            return _not_a_number(tool.name, const.name, "")
         except (ValueError, RecursionError) as exc:
             example = example_call(tool)
             where = f", character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nesting is too deep"
+            reason = (
+                exc.msg
+                if isinstance(exc, json.JSONDecodeError)
+                else "nesting is too deep"
+                if isinstance(exc, RecursionError)
+                else str(exc)[:120]
+            )
             text = (
                 f"The arguments for {tool.name} are not valid JSON ({reason}{where}). Send one JSON object"
                 " with the argument names as keys."
@@ -53,6 +123,17 @@ async def decode(ctx: CallContext) -> ToolError | None:
             text += f" For example: {example}."
         return ToolError(ErrorCode.INVALID_ARGUMENTS, text)
     try:
+        bad = _first_bad(raw)
+    except RecursionError:
+        bad = None  # canonical_json below refuses the same nesting with its own message
+    if bad is not None:
+        kind, path, value = bad
+        if kind == "number":
+            return _not_a_number(tool.name, _number_text(value), json_path(path))
+        # A bad key is shown escaped: the message itself must stay valid Unicode.
+        shown = f"the key {json.dumps(value)} in {json_path(path[:-1])}" if kind == "key" else None
+        return _not_unicode(tool.name, shown or json_path(path))
+    try:
         canonical = canonical_json(raw)
     except (TypeError, ValueError, RecursionError):
         return ToolError(
@@ -61,10 +142,85 @@ async def decode(ctx: CallContext) -> ToolError | None:
         )
     if len(canonical) > limit:
         return _too_large(ctx, len(canonical), limit)
+    try:
+        fingerprint = sha256_hex(f"{tool.name}\x00{canonical}")[:32]
+    except UnicodeEncodeError:  # text inside a non-JSON value (a model instance) a caller passed
+        return _not_unicode(tool.name, "$")
     ctx.arguments = raw
     ctx.canonical_arguments = canonical
-    ctx.fingerprint = sha256_hex(f"{tool.name}\x00{canonical}")[:32]
+    ctx.fingerprint = fingerprint
     return None
+
+
+def _first_bad(value: Any) -> tuple[str, tuple[Any, ...], Any] | None:
+    """(kind, path, value) of the first text that is not Unicode or number that is not finite."""
+    if isinstance(value, str):
+        return None if value.isascii() or _is_unicode(value) else ("text", (), value)
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return ("number", (), value) if abs(value) > _MAX_FLOAT else None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else ("number", (), value)
+    if isinstance(value, Decimal):
+        return None if value.is_finite() and abs(value) <= _MAX_DECIMAL else ("number", (), value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and not (key.isascii() or _is_unicode(key)):
+                return ("key", (key,), key)
+            found = _first_bad(item)
+            if found is not None:
+                return (found[0], (key, *found[1]), found[2])
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _first_bad(item)
+            if found is not None:
+                return (found[0], (index, *found[1]), found[2])
+    return None
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _number_text(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else f"{text[:20]}… ({len(text):,} digits)"
+
+
+def _not_unicode(name: str, where: str) -> ToolError:
+    return ToolError(
+        ErrorCode.INVALID_ARGUMENTS,
+        f"The arguments for {name} contain text that is not valid Unicode at {where} (a lone surrogate "
+        "such as \\ud800, or bytes that are not UTF-8). Send plain UTF-8 text: remove or replace that "
+        "character, and call again.",
+        details={"path": where, "problem": "not_unicode"},
+    )
+
+
+def _not_a_number(name: str, shown: str, where: str) -> ToolError:
+    at = f" at {where}" if where else ""
+    return ToolError(
+        ErrorCode.INVALID_ARGUMENTS,
+        f"The arguments for {name} contain the number {shown}{at}, which JSON cannot carry: NaN, "
+        "Infinity and numbers beyond ±1.8e308 are not allowed. Send a finite number (an exact amount "
+        'goes in a string, like "10.50"), and call again.',
+        details={"path": where or "$", "problem": "not_finite", "received": shown},
+    )
+
+
+def _duplicate(name: str, key: str) -> ToolError:
+    shown = json.dumps(key[:80])  # ASCII-escaped: the key may hold a lone surrogate
+    return ToolError(
+        ErrorCode.INVALID_ARGUMENTS,
+        f"The arguments for {name} name the key {shown} twice in one object; which value counts would "
+        "depend on the parser. Send each key once, and call again.",
+        details={"problem": "duplicate_key", "key": shown},
+    )
 
 
 def _too_large(ctx: CallContext, size: int, limit: int) -> ToolError:

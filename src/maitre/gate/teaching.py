@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from decimal import Decimal
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,6 +24,7 @@ __all__ = [
     "describe_expected",
     "example_call",
     "invalid_arguments",
+    "json_path",
     "schema_at",
 ]
 
@@ -47,6 +49,8 @@ def closest(name: str, candidates: list[str], n: int = 3) -> list[str]:
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, Decimal):  # a JSON number parsed exactly (arguments sent as text)
+        return str(value)
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
@@ -63,7 +67,7 @@ def _json_type(value: Any) -> str:
         return "boolean"
     if isinstance(value, int):
         return "integer"
-    if isinstance(value, float):
+    if isinstance(value, float | Decimal):
         return "number"
     if isinstance(value, str):
         return "string"
@@ -182,12 +186,12 @@ def example_call(tool: Tool, sent: dict[str, Any] | None = None, bad: set[str] |
 def _validates(tool: Tool, arguments: dict[str, Any]) -> bool:
     validator = tool._validator
     try:
-        if tool.input_model is not None:
-            tool.input_model.model_validate(arguments, extra="forbid")
+        if tool.input_model is not None:  # as strict as the validate stage: JSON mode, no coercion
+            tool.input_model.model_validate_json(compact_json(arguments), strict=True, extra="forbid")
             return True
         if validator is not None:
             return bool(validator.is_valid(arguments))
-    except ValidationError:
+    except (ValidationError, TypeError, ValueError):
         return False
     return True
 
@@ -206,7 +210,7 @@ def invalid_arguments(tool: Tool, sent: dict[str, Any], problems: list[dict[str,
     suggestions: list[str] = []
     for problem in problems:
         path = problem["path"]
-        where = _json_path(path)
+        where = json_path(path)
         node = schema_at(tool.input_schema, path)
         top = path[0] if path else None
         if isinstance(top, str):
@@ -256,7 +260,8 @@ def invalid_arguments(tool: Tool, sent: dict[str, Any], problems: list[dict[str,
     )
 
 
-def _json_path(path: tuple[Any, ...]) -> str:
+def json_path(path: tuple[Any, ...]) -> str:
+    """`$.items[2].sku` for the path ("items", 2, "sku")."""
     text = "$"
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else f".{part}"
@@ -274,15 +279,39 @@ def problems_from_pydantic(exc: ValidationError) -> list[dict[str, Any]]:
         elif kind == "missing":
             problems.append({"kind": "missing", "path": loc, "received": None})
         else:
+            received = err.get("input")
             problems.append(
                 {
                     "kind": "invalid",
                     "path": loc,
-                    "received": err.get("input"),
-                    "message": _clean_message(err.get("msg", "")),
+                    "received": received,
+                    "message": _strict_hint(kind, received) or _clean_message(err.get("msg", "")),
                 }
             )
     return problems
+
+
+def _strict_hint(kind: str, received: Any) -> str:
+    """What to send instead, for the errors of strict JSON validation (no coercion between types)."""
+    if kind in ("int_type", "float_type", "int_parsing", "float_parsing", "int_from_float"):
+        if isinstance(received, bool):
+            return f"A boolean ({json.dumps(received)}) is not a number; send a number"
+        if isinstance(received, str):
+            try:
+                number = Decimal(received.strip())
+            except ArithmeticError:
+                return ""
+            if not number.is_finite():
+                return ""
+            if kind.startswith("int") and number != number.to_integral_value():
+                return "Send a whole number, without quotes"
+            shown = str(int(number)) if kind.startswith("int") else received.strip()
+            return f"Numbers are not coerced from strings: send {shown} without quotes"
+        if kind.startswith("int") and isinstance(received, float | Decimal):
+            return "Send a whole number, without a fractional part"
+    if kind == "bool_type":
+        return "Send true or false, without quotes"
+    return ""
 
 
 def _clean_message(message: str) -> str:

@@ -1,5 +1,15 @@
 """Stage 4, validate: strict validation against the tool's schema, with teaching errors.
 
+Validation is strict in JSON mode, whatever door the call came by: pydantic validates the JSON
+text itself (`model_validate_json(..., strict=True)`), so no value changes type on the way in:
+`true` is not 1, `"12"` is not 12, `12.0` is not an integer. Strings still carry what JSON has no
+type for (datetimes, UUIDs, enums, exact decimals). Pydantic's strict *Python* mode is not used:
+it refuses a string for a datetime or an enum, which is the only way JSON can send them.
+
+What pydantic's JSON mode still accepts, and maitre does not: a float for a `Decimal` (see
+`_inexact_numbers`). NaN, Infinity, `1e400`, lone surrogates and duplicate keys never get here:
+the decode stage refuses them.
+
 Each tool has a budget of invalid calls per run (default 3). When it runs out, the model is told
 to stop retrying that tool, and later calls of that tool in the run are refused at once: small
 local models otherwise resend variations of the same bad call until the step limit.
@@ -7,16 +17,23 @@ local models otherwise resend variations of the same bad call until the step lim
 
 from __future__ import annotations
 
+import json
 import re
+from decimal import Decimal
+from typing import Any
 
 from pydantic import ValidationError
 
 from ..tools import Tool
 from ..types import ErrorCode, ToolError
 from .base import CallContext
+from .decode import json_text
 from .teaching import invalid_arguments, problems_from_jsonschema, problems_from_pydantic
 
 __all__ = ["check_invalid_budget", "count_invalid", "validate"]
+
+_SAFE_INTEGER = 2**53 - 1
+"""The largest integer every JSON parser keeps exactly (a double's mantissa; RFC 7493 I-JSON)."""
 
 
 async def check_invalid_budget(ctx: CallContext) -> ToolError | None:
@@ -54,20 +71,29 @@ async def validate(ctx: CallContext) -> ToolError | None:
     tool = ctx.tool
     assert tool is not None and ctx.arguments is not None
     if tool.input_model is not None:
+        raw = ctx.call.arguments
+        from_text = isinstance(raw, str | bytes | bytearray) and bool(raw)
+        # The JSON the caller sent: its own text, or (for a dict) the canonical JSON of the dict,
+        # where a Python Decimal is the exact string the schema advertises.
+        text = json_text(raw) if from_text else ctx.canonical_arguments  # type: ignore[arg-type]
+        assert text is not None
+        problems = _inexact_numbers(tool, ctx.arguments, from_text)
         try:
-            ctx.validated = tool.input_model.model_validate(ctx.arguments, extra="forbid")
+            ctx.validated = tool.input_model.model_validate_json(text, strict=True, extra="forbid")
         except ValidationError as exc:
-            return invalid_arguments(tool, ctx.arguments, problems_from_pydantic(exc))
+            seen = {tuple(p["path"]) for p in problems}
+            problems += [p for p in problems_from_pydantic(exc) if tuple(p["path"]) not in seen]
         patterns = _ascii_patterns(tool)
-        if patterns:
+        if patterns and not problems:
             problems = [
                 {"kind": "invalid", "path": (name,), "received": value, "message": ""}
                 for name, rx in patterns.items()
                 if isinstance(value := ctx.arguments.get(name), str) and not rx.search(value)
             ]
-            if problems:
-                ctx.validated = None
-                return invalid_arguments(tool, ctx.arguments, problems)
+        if problems:
+            ctx.validated = None
+            sent = json.loads(text) if from_text else ctx.arguments  # JSON numbers stay numbers
+            return invalid_arguments(tool, sent, problems)
         return None
     validator = tool._validator
     if validator is not None:
@@ -76,6 +102,121 @@ async def validate(ctx: CallContext) -> ToolError | None:
             return invalid_arguments(tool, ctx.arguments, problems_from_jsonschema(errors))
     ctx.validated = ctx.arguments
     return None
+
+
+def _inexact_numbers(tool: Tool, arguments: dict[str, Any], from_text: bool) -> list[dict[str, Any]]:
+    """JSON numbers sent where the schema advertises an exact decimal string (a `Decimal` field).
+
+    Pydantic's JSON mode turns the float `10.1` into `Decimal("10.1")`, but a float is never an
+    exact amount: most JSON producers hold it as a binary double, so the digits the model meant may
+    not be the digits that arrive. The schema says "exact decimal as a string", and a float is
+    refused with that advice.
+
+    An integer JSON number is accepted for a Decimal up to 2**53 - 1: an integer has no binary
+    rounding, every JSON parser keeps it exact in that range, and `"amount": 100` is a common,
+    unambiguous way to write a whole amount. Beyond that range JavaScript and other double-based
+    parsers have already changed it, so it must come as a string.
+
+    In arguments parsed from text a Decimal *is* a JSON float (decode parses floats as Decimal);
+    in a dict from a Python caller a Decimal is an exact value (its canonical JSON is a string) and
+    a float is the float.
+    """
+    schema = tool.input_schema
+    defs = schema.get("$defs", {})
+    problems: list[dict[str, Any]] = []
+
+    def walk(node: Any, value: Any, path: tuple[Any, ...]) -> None:
+        node = _deref(node, defs)
+        if not isinstance(node, dict):
+            return
+        if isinstance(value, dict):
+            branch = _branch(node, "object", defs)
+            if branch is None:
+                return
+            props = branch.get("properties", {})
+            extra = branch.get("additionalProperties")
+            for key, item in value.items():
+                sub = props.get(key, extra if isinstance(extra, dict) else None)
+                if sub is not None and not isinstance(item, str):
+                    walk(sub, item, (*path, key))
+        elif isinstance(value, list):
+            branch = _branch(node, "array", defs)
+            if branch is None:
+                return
+            prefix = branch.get("prefixItems") or []
+            items = branch.get("items")
+            for index, item in enumerate(value):
+                sub = prefix[index] if index < len(prefix) else items if isinstance(items, dict) else None
+                if sub is not None and not isinstance(item, str):
+                    walk(sub, item, (*path, index))
+        elif isinstance(value, bool):
+            return
+        elif isinstance(value, float) or (from_text and isinstance(value, Decimal)):
+            if _string_only(node, defs):
+                problems.append(_inexact(node, defs, path, value, "A JSON number with a fraction"))
+        elif isinstance(value, int) and abs(value) > _SAFE_INTEGER and _string_only(node, defs):
+            problems.append(_inexact(node, defs, path, value, "An integer this large"))
+
+    props = schema.get("properties", {})
+    for name, value in arguments.items():
+        if name in props and not isinstance(value, str):
+            walk(props[name], value, (name,))
+    return problems
+
+
+def _deref(node: Any, defs: dict[str, Any]) -> Any:
+    for _ in range(10):
+        if not (isinstance(node, dict) and "$ref" in node):
+            break
+        node = defs.get(node["$ref"].rsplit("/", 1)[-1])
+    return node
+
+
+def _kinds(node: dict[str, Any]) -> set[str]:
+    kind = node.get("type")
+    return set(kind) if isinstance(kind, list) else {kind} if isinstance(kind, str) else set()
+
+
+def _branch(node: dict[str, Any], kind: str, defs: dict[str, Any]) -> dict[str, Any] | None:
+    """The one branch of a (possibly union) schema that describes a value of this JSON kind."""
+    options = node.get("anyOf") or node.get("oneOf")
+    if not options:
+        return node
+    found = [
+        opt
+        for opt in (_deref(o, defs) for o in options)
+        if isinstance(opt, dict) and (kind in _kinds(opt) or (kind == "object" and "properties" in opt))
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _string_only(node: dict[str, Any], defs: dict[str, Any]) -> bool:
+    """True when the schema admits strings and no number at all (every union branch agrees)."""
+    options = node.get("anyOf") or node.get("oneOf")
+    if options:
+        branches = [_deref(o, defs) for o in options]
+        live = [b for b in branches if isinstance(b, dict) and _kinds(b) != {"null"}]
+        return bool(live) and all(_string_only(b, defs) for b in live)
+    kinds = _kinds(node)
+    return "string" in kinds and not kinds & {"number", "integer"}
+
+
+def _inexact(
+    node: dict[str, Any], defs: dict[str, Any], path: tuple[Any, ...], value: Any, what: str
+) -> dict[str, Any]:
+    examples = [
+        ex
+        for opt in (node.get("anyOf") or node.get("oneOf") or [node])
+        for ex in (_deref(opt, defs) or {}).get("examples", [])
+        if isinstance(ex, str)
+    ]
+    like = json.dumps(examples[0]) if examples else '"10.50"'
+    return {
+        "kind": "invalid",
+        "path": path,
+        "received": value,
+        "message": f"{what} is not an exact decimal; send the amount as a string, like {like}",
+    }
 
 
 def count_invalid(ctx: CallContext, error: ToolError) -> ToolError:
