@@ -3,11 +3,22 @@
 - Async tools are cancelled at the deadline. Sync tools run in a worker thread; at the deadline the
   caller gets TIMEOUT and the thread is abandoned (Python cannot kill a thread; the result, if it
   ever comes, is discarded).
+- Worker threads are admitted, not queued: a sync tool may hold at most `tool.max_concurrency`
+  threads (8 by default) and all sync tools together `SYNC_POOL_SIZE`. A thread counts until it
+  actually returns, so a hung tool past its deadline still holds its slot. A call over either limit
+  is TEMPORARY_UNAVAILABLE at once (retryable, with `retry_after_s`) instead of waiting in a queue
+  behind hung threads until its own deadline.
 - Retries (seed 002): only a `ToolError(..., retryable=True)` raised by the tool, a declared
   transient exception, or a timeout of a read tool. A write tool that timed out may have acted, so
   it is not retried blindly. Backoff is exponential with full jitter and a cap.
 - Any other exception is a bug in the tool: INTERNAL, logged to stderr with its traceback, never
-  shown to the model.
+  shown to the model. That includes every `BaseException` a tool raises (SystemExit,
+  KeyboardInterrupt, GeneratorExit, its own subclasses, even a CancelledError nobody asked for):
+  one tool must not stop the process that serves all the others. Only the host's own cancellation
+  propagates - on asyncio a CancelledError while the calling task is being cancelled
+  (`Task.cancelling()`), on other backends anyio's cancellation exception (trio raises it only
+  for a real cancel scope), and the GeneratorExit of the calling coroutine being closed. The call
+  counts as executed, so a write's idempotency key is marked uncertain, and it is audited.
 """
 
 from __future__ import annotations
@@ -18,8 +29,9 @@ import contextvars
 import functools
 import logging
 import random
+import threading
 import time
-from collections.abc import AsyncIterator, Coroutine, Generator
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,7 +43,7 @@ from ..tools import Tool
 from ..types import Effect, ErrorCode, Principal, ToolError
 from .base import CallContext
 
-__all__ = ["execute", "invoke_tool"]
+__all__ = ["SYNC_POOL_SIZE", "execute", "invoke_tool", "sync_threads_held"]
 
 logger = logging.getLogger("maitre.gate")
 
@@ -45,7 +57,6 @@ async def execute(ctx: CallContext) -> ToolError | None:
     attempts = 1 + tool.retries
     for attempt in range(1, attempts + 1):
         ctx.attempts = attempt
-        ctx.executed = True
         error = await _attempt(ctx, tool)
         if error is None:
             return None
@@ -61,16 +72,26 @@ async def execute(ctx: CallContext) -> ToolError | None:
 
 
 async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
+    lease = None
+    if tool.fn is not None and not tool.is_async:
+        lease = _SLOTS.lease(tool)
+        if isinstance(lease, ToolError):
+            return lease  # nothing ran: the key is released and the error is the gate's own
+    ctx.executed = True
+    resume: _Resume | None = None
     try:
         started = time.monotonic()
-        coro = invoke_tool(tool, ctx.validated, ctx.principal, ctx.run, ctx.idempotency_key, ctx.gate.stores)
+        coro = invoke_tool(
+            tool, ctx.validated, ctx.principal, ctx.run, ctx.idempotency_key, ctx.gate.stores, lease=lease
+        )
         try:
             first = coro.send(None)
         except StopIteration as done:  # finished without suspending: no deadline could have fired
             ctx.output = done.value
             return None
+        resume = _Resume(coro, first)
         async with _deadline(max(0.0, tool.timeout - (time.monotonic() - started))):
-            ctx.output = await _Resume(coro, first)
+            ctx.output = await resume
         return None
     except TimeoutError:
         return ToolError(
@@ -91,8 +112,11 @@ async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
             f"{tool.name} is temporarily unavailable ({type(exc).__name__}). Try again later.",
             retryable=True,
         )
-    except Exception as exc:
-        logger.exception("tool %s raised %s (call %s)", tool.name, type(exc).__name__, ctx.call.id)
+    except BaseException as caught:
+        exc = caught.raised if isinstance(caught, _Escaped) else caught
+        if exc is caught and not isinstance(exc, Exception) and _host_stopping(exc, resume):
+            raise
+        logger.error("tool %s raised %s (call %s)", tool.name, type(exc).__name__, ctx.call.id, exc_info=exc)
         return ToolError(
             ErrorCode.INTERNAL,
             f"{tool.name} failed with an internal error ({type(exc).__name__}). This is not caused by "
@@ -100,6 +124,25 @@ async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
             "the user.",
             details={"exception": type(exc).__name__},
         )
+
+
+def _host_stopping(exc: BaseException, resume: _Resume | None) -> bool:
+    """True when `exc` is the host stopping this call, not something the tool raised on its own.
+
+    asyncio: a CancelledError counts only while the calling task has a cancellation request
+    pending (`cancelling() > 0`; `task.cancel()`, `asyncio.timeout` and anyio's cancel scopes all
+    make one). Other backends (trio): anyio's cancellation class, which only trio itself creates.
+    GeneratorExit: only when the calling coroutine itself is being closed.
+    """
+    if isinstance(exc, GeneratorExit):
+        return resume is not None and resume.closed
+    if not isinstance(exc, anyio.get_cancelled_exc_class()):
+        return False
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # not asyncio
+        return True
+    return task is None or task.cancelling() > 0
 
 
 @contextlib.asynccontextmanager
@@ -125,6 +168,8 @@ async def invoke_tool(
     run: RunContext,
     key: str | None = None,
     stores: Stores | None = None,
+    *,
+    lease: _Lease | None = None,
 ) -> Any:
     """Call the tool's function with validated arguments and injected context."""
     if tool.fn is None:
@@ -142,27 +187,148 @@ async def invoke_tool(
             kwargs[name] = stores
     if tool.is_async:
         return await tool.fn(**kwargs)
-    call = functools.partial(tool.fn, **kwargs)
+    if lease is None:  # a caller other than `_attempt`: admit here
+        lease = _SLOTS.lease(tool)
+        if isinstance(lease, ToolError):
+            raise lease
+    work = functools.partial(lease.run, contextvars.copy_context(), functools.partial(tool.fn, **kwargs))
     try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio (trio): anyio's worker threads
-        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
-    # asyncio's own executor hop costs less than anyio's (no limiter, no extra checkpoint); on
-    # cancellation the awaiting future is cancelled and the thread abandoned, as with anyio.
-    return await loop.run_in_executor(_executor(), contextvars.copy_context().run, call)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio): anyio's worker threads, under our own admission
+            return await anyio.to_thread.run_sync(
+                work, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(1)
+            )
+        # asyncio's own executor hop costs less than anyio's (no limiter, no extra checkpoint); on
+        # cancellation the awaiting future is cancelled and the thread abandoned, as with anyio.
+        return await loop.run_in_executor(_executor(), work)
+    finally:
+        lease.give_up()  # frees the slot only if no thread ever started the call
 
+
+SYNC_POOL_SIZE = 64
+"""Worker threads for sync tools, shared by every gate in the process. Larger than asyncio's
+default (cpu + 4) because a hung tool's thread stays taken after its deadline."""
+_RETRY_AFTER_S = 1.0
 
 _EXECUTOR: ThreadPoolExecutor | None = None
 
 
 def _executor() -> ThreadPoolExecutor:
-    """maitre's own worker threads for sync tools: a hung tool's thread is abandoned at its deadline,
-    so the pool must be larger than asyncio's default (cpu + 4) or a few hung tools would starve
-    every other sync tool."""
+    """maitre's own worker threads for sync tools (admission in `_Slots` keeps them from queueing)."""
     global _EXECUTOR
     if _EXECUTOR is None:
-        _EXECUTOR = ThreadPoolExecutor(max_workers=64, thread_name_prefix="maitre-tool")
+        _EXECUTOR = ThreadPoolExecutor(max_workers=SYNC_POOL_SIZE, thread_name_prefix="maitre-tool")
     return _EXECUTOR
+
+
+def sync_threads_held(tool: Tool | None = None) -> int:
+    """Worker threads held right now by sync tools (or by one tool), hung ones included."""
+    return _SLOTS.held(tool)
+
+
+class _Slots:
+    """Counts the worker threads sync tools hold, from admission until the thread returns."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.lock = threading.Lock()
+        self.busy = 0
+        self.per_tool: dict[Tool, int] = {}
+
+    def lease(self, tool: Tool) -> _Lease | ToolError:
+        with self.lock:
+            held = self.per_tool.get(tool, 0)
+            limit = tool.max_concurrency
+            if self.busy < self.size and (limit is None or held < limit):
+                self.busy += 1
+                self.per_tool[tool] = held + 1
+                return _Lease(self, tool)
+        if limit is not None and held >= limit:
+            message = (
+                f"{tool.name} is busy: {held} calls of it are still running (its limit is {limit}). "
+                f"Try again in a moment, or continue without it."
+            )
+            details: dict[str, Any] = {"reason": "tool_concurrency", "limit": limit}
+        else:
+            logger.warning("all %d sync tool worker threads are taken; refusing %s", self.size, tool.name)
+            message = (
+                f"{tool.name} cannot run now: all {self.size} worker threads for tools are busy (some "
+                "may be stuck). Try again in a moment, or continue without it."
+            )
+            details = {"reason": "thread_pool", "limit": self.size}
+        return ToolError(
+            ErrorCode.TEMPORARY_UNAVAILABLE,
+            message,
+            retryable=True,
+            retry_after_s=_RETRY_AFTER_S,
+            details=details,
+        )
+
+    def release(self, tool: Tool) -> None:
+        with self.lock:
+            self.busy -= 1
+            held = self.per_tool[tool] - 1
+            if held:
+                self.per_tool[tool] = held
+            else:
+                del self.per_tool[tool]
+
+    def held(self, tool: Tool | None) -> int:
+        with self.lock:
+            return self.busy if tool is None else self.per_tool.get(tool, 0)
+
+
+_SLOTS = _Slots(SYNC_POOL_SIZE)
+
+
+class _Lease:
+    """One admitted sync call's slot: released when its thread returns, or at once if no thread
+    ever started it (the caller gave up while it waited for a thread)."""
+
+    __slots__ = ("_slots", "_state", "_tool")
+
+    def __init__(self, slots: _Slots, tool: Tool) -> None:
+        self._slots = slots
+        self._tool = tool
+        self._state = "admitted"  # -> "running" -> "done", or "admitted" -> "done"
+
+    def run(self, context: contextvars.Context, call: Callable[[], Any]) -> Any:
+        """Runs in the worker thread."""
+        with self._slots.lock:
+            if self._state != "admitted":
+                return None  # given up before a thread picked it up: nobody awaits the result
+            self._state = "running"
+        try:
+            return context.run(call)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                raise
+            # A thread cannot be cancelled, so this is the tool's own. Carried as an Exception: as
+            # itself, asyncio would throw it into the awaiting task like a cancellation or a close.
+            raise _Escaped(exc) from exc
+        finally:
+            self._done()
+
+    def give_up(self) -> None:
+        """Called by the awaiting side when it stops waiting, whatever the reason."""
+        with self._slots.lock:
+            if self._state != "admitted":
+                return  # running (its thread releases the slot when it returns) or already done
+            self._state = "done"
+        self._slots.release(self._tool)
+
+    def _done(self) -> None:
+        self._state = "done"  # only the running thread gets here; give_up leaves "running" alone
+        self._slots.release(self._tool)
+
+
+class _Escaped(Exception):
+    """A BaseException a sync tool raised in its worker thread, carried back as a plain Exception."""
+
+    def __init__(self, raised: BaseException) -> None:
+        super().__init__(type(raised).__name__)
+        self.raised = raised
 
 
 class _Resume:
@@ -172,11 +338,13 @@ class _Resume:
     be interrupted by any deadline anyway, and most cheap async tools finish in that first step.
     """
 
-    __slots__ = ("_coro", "_first")
+    __slots__ = ("_coro", "_first", "closed")
 
     def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
         self._coro = coro
         self._first = first
+        self.closed = False
+        """True once the awaiting coroutine was closed (its GeneratorExit is not the tool's)."""
 
     def __await__(self) -> Generator[Any, Any, Any]:
         coro, value = self._coro, self._first
@@ -184,6 +352,7 @@ class _Resume:
             try:
                 sent = yield value
             except GeneratorExit:
+                self.closed = True
                 coro.close()
                 raise
             except BaseException as exc:

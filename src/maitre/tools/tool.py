@@ -25,6 +25,8 @@ from .schema import SCHEMA_DIALECT, build_input_model, model_json_schema, strict
 
 __all__ = [
     "CONTEXT_TYPES",
+    "DEFAULT_MAX_CONCURRENCY",
+    "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_MAX_RESULT_TOKENS",
     "DEFAULT_TIMEOUT_S",
     "OwnershipCheck",
@@ -35,6 +37,11 @@ DEFAULT_TIMEOUT_S = 30.0
 """Every tool has a finite timeout; 30 s unless the tool says otherwise."""
 DEFAULT_MAX_RESULT_TOKENS = 2_000
 """Results longer than this are cut and the rest kept behind a handle (seed 002's oversized result)."""
+DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024
+"""Bytes of a result kept at all (4 MiB): the rest is dropped before any token work, so a tool that
+returns 50 MB costs what 4 MiB costs. What is kept is paged behind the handle."""
+DEFAULT_MAX_CONCURRENCY = 8
+"""Calls of one sync tool running at once (each holds a worker thread, even past its deadline)."""
 
 CONTEXT_TYPES: tuple[type, ...] = (Principal, RunContext, IdempotencyKey, Stores)
 """Parameter annotations the gate injects instead of taking them from the model."""
@@ -80,6 +87,12 @@ class Tool:
     transient: tuple[type[BaseException], ...] = ()
     """Exception types that mean "try again later" for this tool."""
     max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    """Bytes (UTF-8, or serialised JSON) of a result kept at all; beyond this it is dropped, and said so."""
+    max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY
+    """Sync tools: calls in worker threads at once, counting threads abandoned at their deadline that
+    have not returned yet. Further calls are TEMPORARY_UNAVAILABLE at once. None: only the shared
+    pool bounds it. Async tools hold no thread and ignore it."""
     tags: tuple[str, ...] = ()
     scopes: frozenset[str] = frozenset()
     """Scopes the principal must hold to call the tool."""
@@ -126,6 +139,10 @@ class Tool:
             raise ToolDefinitionError(f"{self.name}: retries must be between 0 and 10")
         if self.max_result_tokens < 16:
             raise ToolDefinitionError(f"{self.name}: max_result_tokens must be at least 16")
+        if self.max_result_bytes < 1024:
+            raise ToolDefinitionError(f"{self.name}: max_result_bytes must be at least 1024")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ToolDefinitionError(f"{self.name}: max_concurrency must be at least 1 (or None)")
         if self.idempotent is None:
             self.idempotent = self.effect is Effect.READ
         if self.reconcile is not None:

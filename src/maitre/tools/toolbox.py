@@ -64,9 +64,10 @@ class Toolbox:
 
         Options: name, description, output, effect ("read" | "write" | "destructive"), risk ("low" |
         "medium" | "high" | "critical"), timeout (s), retries, transient (exception types),
-        max_result_tokens, trust ("trusted" | "untrusted"), tags, scopes, open_world, idempotent,
-        business_key, reconcile (`reconcile(key) -> result | None`, for an in-doubt write), owner,
-        requires_approval, long_running.
+        max_result_tokens, max_result_bytes, max_concurrency (sync tools), trust ("trusted" |
+        "untrusted"), tags, scopes, open_world, idempotent, business_key, reconcile
+        (`reconcile(key) -> result | None`, for an in-doubt write), owner, requires_approval,
+        long_running.
         """
         if fn is not None:
             if options:
@@ -199,7 +200,14 @@ class Toolbox:
 
     @staticmethod
     async def from_mcp(target: Any, *, namespace: str, **options: Any) -> Toolbox:
-        """Import another MCP server's tools as untrusted, pinned, scanned tools (see maitre.mcp)."""
+        """Import another MCP server's tools as untrusted, pinned, scanned tools (see maitre.mcp.client).
+
+        Options that hold the import to its pin (all keyword, see `McpUpstream`): `lockfile`,
+        `trust_annotations=False` (the server's hints cannot lower policy unless True),
+        `allow_loopback=False` and `allowed_hosts=()` (private, loopback, link-local and
+        metadata addresses are refused before connecting), `max_response_bytes` (4 MiB) and
+        `recheck_interval_s` (300 s; a drifted tool is withdrawn).
+        """
         from ..mcp.client import toolbox_from_mcp
 
         return await toolbox_from_mcp(target, namespace=namespace, **options)
