@@ -154,6 +154,16 @@ async def decode(ctx: CallContext) -> ToolError | None:
 
 def _first_bad(value: Any) -> tuple[str, tuple[Any, ...], Any] | None:
     """(kind, path, value) of the first text that is not Unicode or number that is not finite."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and not (key.isascii() or _is_unicode(key)):
+                return ("key", (key,), key)
+            if type(item) is str and item.isascii():  # the common argument, without a call
+                continue
+            found = _first_bad(item)
+            if found is not None:
+                return (found[0], (key, *found[1]), found[2])
+        return None
     if isinstance(value, str):
         return None if value.isascii() or _is_unicode(value) else ("text", (), value)
     if isinstance(value, bool) or value is None:
@@ -164,14 +174,7 @@ def _first_bad(value: Any) -> tuple[str, tuple[Any, ...], Any] | None:
         return None if math.isfinite(value) else ("number", (), value)
     if isinstance(value, Decimal):
         return None if value.is_finite() and abs(value) <= _MAX_DECIMAL else ("number", (), value)
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str) and not (key.isascii() or _is_unicode(key)):
-                return ("key", (key,), key)
-            found = _first_bad(item)
-            if found is not None:
-                return (found[0], (key, *found[1]), found[2])
-    elif isinstance(value, list | tuple):
+    if isinstance(value, list | tuple):
         for index, item in enumerate(value):
             found = _first_bad(item)
             if found is not None:
