@@ -327,3 +327,11 @@ async def test_canonical_arguments_and_fingerprint_are_unchanged_by_strict_decod
     )
     assert seen[0] == (expected, sha256_hex(f"refund\x00{expected}")[:32])
     assert seen[1][0] == '{"amount":"10.00","note":"café","order_id":"A1","weight_kg":2.5}'
+
+
+async def test_an_unknown_key_inside_a_nested_model_is_refused_even_if_the_model_is_open(gate, ran):
+    """A user's nested model allows extras by default; the gate still validates it closed."""
+    result = await ask(gate, "basket", {"lines": [{"sku": "a", "price": "1.00", "discount": "0.50"}]})
+    assert result.error.code == "INVALID_ARGUMENTS"
+    assert "Unknown argument 'discount' at $.lines[0].discount" in result.content
+    assert ran == []
