@@ -14,6 +14,13 @@ Drift semantics (`check_drift`): a pinned tool whose hash matches is admitted; a
 tool the lockfile has never seen are kept out until re-pinned; a pinned tool the server no longer
 offers is reported. A server absent from the lockfile has every tool "added", so nothing of it is
 admitted until someone runs `maitre mcp pin`.
+
+Closed schemas (`closed_schema`): an imported tool's arguments are validated against its pinned
+`inputSchema` *closed*. JSON Schema lets an object carry any extra property unless it says
+otherwise, so a pinned `{"properties": {"city": ...}}` would still let a model (or an injection)
+send `sidenote` to the upstream. Where the upstream says nothing about extra properties, maitre
+treats the object as closed; an object the upstream declares open (`additionalProperties: true`
+or a schema - a free-form map) stays open as declared.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ __all__ = [
     "PINNED_FIELDS",
     "ToolDrift",
     "check_drift",
+    "closed_schema",
     "definition_hash",
     "pinned_definition",
 ]
@@ -52,6 +60,63 @@ PINNED_FIELDS: tuple[str, ...] = (
 """The fields of an MCP tool definition that the pin covers (wire names)."""
 
 LOCKFILE_VERSION = 1
+
+_INSTANCE_KEYS = ("additionalProperties", "items", "unevaluatedItems", "unevaluatedProperties")
+"""Keywords whose subschema describes another value (a property's, an item's): closed in turn."""
+_INSTANCE_MAPS = ("properties", "patternProperties")
+_PART_LISTS = ("allOf", "anyOf", "oneOf")
+"""In-place applicators: their subschemas describe *the same* value, so they are parts, not closed."""
+_PART_KEYS = ("then", "else")
+_DEF_MAPS = ("$defs", "definitions", "dependentSchemas")
+_APPLICATORS = ("allOf", "anyOf", "oneOf", "$ref", "$dynamicRef", "if", "then", "else", "dependentSchemas")
+
+
+def _is_object_schema(node: Mapping[str, Any]) -> bool:
+    kind = node.get("type")
+    return (
+        kind == "object"
+        or (isinstance(kind, list) and "object" in kind)
+        or "properties" in node
+        or "patternProperties" in node
+    )
+
+
+def closed_schema(schema: Any, *, whole: bool = True) -> Any:
+    """A copy of `schema` where every object that says nothing about extra properties is closed.
+
+    A subschema that describes a whole value (the root, a property, an item, ...) gets
+    `additionalProperties: false`, or `unevaluatedProperties: false` when it is assembled from parts
+    (`allOf`/`anyOf`/`oneOf`/`$ref`/`if`...), so properties declared in the parts still count. The
+    parts themselves and `$defs` entries (which are reached through `$ref`) are not closed, only
+    the values nested in them; `not`, `if`, `contains` and `propertyNames` are left as written,
+    since closing them would loosen or change what they mean.
+    """
+    if not isinstance(schema, Mapping):
+        return schema
+    node = dict(schema)
+    for key in _INSTANCE_KEYS:
+        if isinstance(node.get(key), Mapping):
+            node[key] = closed_schema(node[key])
+    if isinstance(node.get("prefixItems"), list):
+        node["prefixItems"] = [closed_schema(item) for item in node["prefixItems"]]
+    for key in _INSTANCE_MAPS:
+        if isinstance(node.get(key), Mapping):
+            node[key] = {name: closed_schema(sub) for name, sub in node[key].items()}
+    for key in _PART_LISTS:
+        if isinstance(node.get(key), list):
+            node[key] = [closed_schema(sub, whole=False) for sub in node[key]]
+    for key in _PART_KEYS:
+        if isinstance(node.get(key), Mapping):
+            node[key] = closed_schema(node[key], whole=False)
+    for key in _DEF_MAPS:
+        if isinstance(node.get(key), Mapping):
+            node[key] = {name: closed_schema(sub, whole=False) for name, sub in node[key].items()}
+    if whole and "additionalProperties" not in node and "unevaluatedProperties" not in node:
+        if any(key in node for key in _APPLICATORS):
+            node["unevaluatedProperties"] = False
+        elif _is_object_schema(node):
+            node["additionalProperties"] = False
+    return node
 
 
 def pinned_definition(tool: Mapping[str, Any]) -> dict[str, Any]:
