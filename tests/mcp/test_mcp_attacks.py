@@ -159,7 +159,7 @@ def _poisoned_box() -> Toolbox:
 async def test_a_malicious_servers_poisoned_tool_is_kept_out_and_reported():
     """Instructions hidden in a description block that tool; the honest one is imported untrusted."""
     async with running_http(GovernedServer(MCPApp(_poisoned_box(), name="facts"))) as url:
-        box = await toolbox_from_mcp(url, namespace="facts")
+        box = await toolbox_from_mcp(url, namespace="facts", allow_loopback=True)
     report = box.mcp_reports["facts"]
     assert box.names() == ["facts.get_weather"]
     assert "get_fact" in report.blocked and "scanner" in report.blocked["get_fact"]
@@ -188,15 +188,15 @@ async def test_a_rug_pull_after_pinning_is_drift_even_when_only_the_schema_chang
     """Pinned v1; v2 adds a `sidenote` parameter with the same description: kept out, diff shown."""
     lock_path = tmp_path / "mcp.lock.json"
     async with running_http(GovernedServer(MCPApp(_weather_box(1), name="weather"))) as url:
-        upstream = McpUpstream(url, namespace="weather")
+        upstream = McpUpstream(url, namespace="weather", allow_loopback=True)
         lock = Lockfile.load(lock_path)
         lock.pin("weather", await upstream.definitions(), source=url)
         lock.save()
-        assert (await toolbox_from_mcp(url, namespace="weather", lockfile=lock_path)).names() == [
-            "weather.get_forecast"
-        ]
+        assert (
+            await toolbox_from_mcp(url, namespace="weather", lockfile=lock_path, allow_loopback=True)
+        ).names() == ["weather.get_forecast"]
     async with running_http(GovernedServer(MCPApp(_weather_box(2), name="weather"))) as url:
-        box = await toolbox_from_mcp(url, namespace="weather", lockfile=lock_path)
+        box = await toolbox_from_mcp(url, namespace="weather", lockfile=lock_path, allow_loopback=True)
     report = box.mcp_reports["weather"]
     assert box.names() == []
     assert report.drift is not None and report.drift.drift[0].fields == ["inputSchema"]
@@ -213,8 +213,8 @@ async def test_a_second_server_offering_the_same_tool_name_is_shadowing():
         return "sent"
 
     async with running_http(GovernedServer(MCPApp(mail, name="mail"))) as url:
-        box = await toolbox_from_mcp(url, namespace="mail")
-        box = await toolbox_from_mcp(url, namespace="other", into=box)
+        box = await toolbox_from_mcp(url, namespace="mail", allow_loopback=True)
+        box = await toolbox_from_mcp(url, namespace="other", into=box, allow_loopback=True)
     assert box.names() == ["mail.send_email"]
     assert "offered by mail" in box.mcp_reports["other"].blocked["send_email"]
 
@@ -235,7 +235,11 @@ async def test_no_token_passthrough_to_upstream_servers():
         GovernedServer(MCPApp(_weather_box(1), name="weather")), wrap=record
     ) as upstream_url:
         imported = await toolbox_from_mcp(
-            upstream_url, namespace="weather", headers={"Authorization": "Bearer upstream-own-credential"}
+            upstream_url,
+            namespace="weather",
+            headers={"Authorization": "Bearer upstream-own-credential"},
+            allow_loopback=True,
+            trust_annotations=True,  # our own test server: its readOnlyHint may make this a read
         )
         front = GovernedServer(MCPApp(imported, name="front"))
         async with running_http(front, verifier=VERIFIER) as url:
@@ -251,7 +255,9 @@ async def test_no_token_passthrough_to_upstream_servers():
 async def test_untrusted_imported_output_is_labelled_on_the_wire():
     """A result from an imported tool says it is untrusted (`_meta`), so a host never obeys it."""
     async with running_http(GovernedServer(MCPApp(_weather_box(1), name="weather"))) as upstream_url:
-        imported = await toolbox_from_mcp(upstream_url, namespace="weather")
+        imported = await toolbox_from_mcp(
+            upstream_url, namespace="weather", allow_loopback=True, trust_annotations=True
+        )
         async with Client(
             GovernedServer(MCPApp(imported, name="front")).lowlevel, mode="2026-07-28"
         ) as client:

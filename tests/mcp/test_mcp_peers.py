@@ -182,7 +182,9 @@ def everything_url():
 @pytest.mark.anyio
 async def test_our_client_imports_server_everything_over_http(everything_url):
     """The 2025-era reference server: tools import as untrusted, calls go through our gate."""
-    box = await toolbox_from_mcp(everything_url, namespace="everything", scan="warn")
+    box = await toolbox_from_mcp(
+        everything_url, namespace="everything", scan="warn", allow_loopback=True, trust_annotations=True
+    )
     assert "everything.echo" in box and "everything.get-sum" in box
     assert all(tool.trust == "untrusted" for tool in box)
     gate = Gate(box)
@@ -203,7 +205,7 @@ async def test_our_client_drives_server_everything_over_stdio():
     from mcp import StdioServerParameters
 
     params = StdioServerParameters(command=str(NODE_BIN / "node"), args=[str(entry), "stdio"])
-    async with McpUpstream(params, namespace="everything", scan="warn") as upstream:
+    async with McpUpstream(params, namespace="everything", scan="warn", trust_annotations=True) as upstream:
         box = await upstream.toolbox()
         gate = Gate(box)
         echo = await gate.call(

@@ -4,6 +4,8 @@
 zero-argument factory returning either - and serves it on stdio or Streamable HTTP. On stdio the
 process prints nothing but protocol on stdout (messages go to stderr). `mcp pin` writes the
 lockfile that `toolbox_from_mcp(lockfile=...)` enforces; `mcp check` shows drift against it.
+Like `from_mcp`, the three `mcp` commands refuse loopback, private, link-local and metadata
+addresses before connecting unless `--allow-loopback` or `--allow-host HOST|CIDR` says otherwise.
 """
 
 from __future__ import annotations
@@ -162,14 +164,47 @@ def serve_command(
 serve_app.command("serve")(serve_command)
 
 
-def _upstream(target: str, namespace: str, header: list[str] | None, **kw: Any) -> Any:
+AllowLoopback = Annotated[bool, typer.Option(help="Allow a server on 127.0.0.0/8 or ::1 (local development)")]
+AllowHost = Annotated[
+    list[str] | None,
+    typer.Option(help="Allow this private host, address or CIDR network (repeatable)"),
+]
+
+
+def _upstream(
+    target: str,
+    namespace: str,
+    header: list[str] | None,
+    allow_loopback: bool = False,
+    allow_host: list[str] | None = None,
+    **kw: Any,
+) -> Any:
     from ..mcp.client import McpUpstream
 
     headers = {}
     for item in header or ():
         name, _, value = item.partition(":")
         headers[name.strip()] = os.path.expandvars(value.strip())
-    return McpUpstream(target, namespace=namespace, headers=headers, **kw)
+    return McpUpstream(
+        target,
+        namespace=namespace,
+        headers=headers,
+        allow_loopback=allow_loopback,
+        allowed_hosts=allow_host or (),
+        **kw,
+    )
+
+
+def _run(main: Any) -> None:
+    """Run an async command; an address the guard refuses is a clear error (exit 2)."""
+    from ..mcp.egress import AddressRefused
+
+    try:
+        code = anyio.run(main)
+    except AddressRefused as exc:
+        err.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
 
 
 @mcp_app.command("pin")
@@ -181,13 +216,15 @@ def pin_command(
         list[str] | None, typer.Option(help="'Name: value' for this server ($VARS expand)")
     ] = None,
     force: Annotated[bool, typer.Option(help="Pin even tools with high-severity scanner findings")] = False,
+    allow_loopback: AllowLoopback = False,
+    allow_host: AllowHost = None,
 ) -> None:
     """Pin every tool the server offers now (after scanning them)."""
     from ..mcp.pinning import Lockfile
     from ..mcp.scanner import scan_servers
 
     async def main() -> int:
-        upstream = _upstream(target, namespace, header)
+        upstream = _upstream(target, namespace, header, allow_loopback, allow_host)
         offered = await upstream.definitions()
         findings = scan_servers({namespace: offered})
         for finding in findings:
@@ -204,7 +241,7 @@ def pin_command(
         out.print(f"pinned {len(offered)} tool(s) of {namespace} in {lockfile}")
         return 0
 
-    raise typer.Exit(anyio.run(main))
+    _run(main)
 
 
 @mcp_app.command("check")
@@ -213,17 +250,19 @@ def check_command(
     namespace: Annotated[str, typer.Option(help="Namespace (and lockfile key) of the server")],
     lockfile: Annotated[Path, typer.Option(help="Lockfile to compare with")] = Path("maitre.mcp.lock.json"),
     header: Annotated[list[str] | None, typer.Option(help="'Name: value' for this server")] = None,
+    allow_loopback: AllowLoopback = False,
+    allow_host: AllowHost = None,
 ) -> None:
     """Show drift between what the server offers and the lockfile (exit 1 on drift)."""
     from ..mcp.pinning import Lockfile, check_drift
 
     async def main() -> int:
-        offered = await _upstream(target, namespace, header).definitions()
+        offered = await _upstream(target, namespace, header, allow_loopback, allow_host).definitions()
         report = check_drift(namespace, offered, Lockfile.load(lockfile))
         out.print(report.render(), markup=False, highlight=False)
         return 0 if report.clean else 1
 
-    raise typer.Exit(anyio.run(main))
+    _run(main)
 
 
 @mcp_app.command("scan")
@@ -231,16 +270,19 @@ def scan_command(
     target: Annotated[str, typer.Argument(help="URL or command line of the MCP server")],
     namespace: Annotated[str, typer.Option(help="Namespace of the server")] = "upstream",
     header: Annotated[list[str] | None, typer.Option(help="'Name: value' for this server")] = None,
+    allow_loopback: AllowLoopback = False,
+    allow_host: AllowHost = None,
 ) -> None:
     """Scan the server's tool definitions (exit 1 on a high-severity finding)."""
     from ..mcp.scanner import scan_servers
 
     async def main() -> int:
-        findings = scan_servers({namespace: await _upstream(target, namespace, header).definitions()})
+        upstream = _upstream(target, namespace, header, allow_loopback, allow_host)
+        findings = scan_servers({namespace: await upstream.definitions()})
         for finding in findings:
             out.print(finding.render(), markup=False, highlight=False)
         if not findings:
             out.print("no findings")
         return 1 if any(f.severity == "high" for f in findings) else 0
 
-    raise typer.Exit(anyio.run(main))
+    _run(main)
