@@ -54,10 +54,11 @@ async def test_a_draft_is_created_only_after_the_user_confirms(confirm):
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"approve": confirm})
 
+    # Each case asks for its own draft: the same principal sending the same draft again within the
+    # gate's dedupe window would (rightly) get the first draft replayed, not a second question.
+    title = "Charged twice" if confirm else "Charged twice, declined"
     async with Client(_governed().lowlevel, mode="2026-07-28", elicitation_callback=user) as client:
-        result = await client.call_tool(
-            "create_ticket_draft", {"title": "Charged twice", "category": "billing"}
-        )
+        result = await client.call_tool("create_ticket_draft", {"title": title, "category": "billing"})
     assert len(asked) == 1 and "Charged twice" in asked[0]
     if confirm:
         assert result.structured_content["status"] == "draft" and len(support.DRAFTS) == before + 1

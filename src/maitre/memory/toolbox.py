@@ -67,7 +67,10 @@ def memory_toolbox(store: MemoryStore | AsyncMemoryStore, *, namespace: str | No
     box = Toolbox(namespace)
     source = f"tool:{namespace}.save_memory" if namespace else "tool:save_memory"
 
-    @box.tool(effect="write", risk="low", tags=("memory",))
+    # idempotent: the memory store itself makes an identical write a no-op ("Already stored."), so the
+    # gate mints no key and keeps no stored result - a replay could repeat a value the user has since
+    # asked to forget; the store's tombstone answers instead.
+    @box.tool(effect="write", risk="low", tags=("memory",), idempotent=True)
     async def save_memory(
         key: MemoryKey,
         value: MemoryValue,
