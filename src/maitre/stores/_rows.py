@@ -85,6 +85,7 @@ IDEMPOTENCY_COLUMNS = (
     "created_at",
     "updated_at",
     "lease_until",
+    "owner",
 )
 
 AUDIT_COLUMNS = (
@@ -214,7 +215,7 @@ def run_from_row(row: Sequence[Any] | None, tenant: str | None) -> RunState | No
 
 
 def idempotency_from_row(row: Sequence[Any]) -> IdempotencyRecord:
-    key, tenant, tool, fingerprint, state, result, created_at, updated_at, lease_until = row
+    key, tenant, tool, fingerprint, state, result, created_at, updated_at, lease_until, owner = row
     return IdempotencyRecord(
         key=key,
         tenant=tenant,
@@ -225,6 +226,7 @@ def idempotency_from_row(row: Sequence[Any]) -> IdempotencyRecord:
         created_at=created_at,
         updated_at=updated_at,
         lease_until=lease_until,
+        owner=owner,
     )
 
 
