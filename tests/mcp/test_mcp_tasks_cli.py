@@ -78,12 +78,18 @@ def test_pin_then_check_then_drift_through_the_cli(tmp_path):
     lock = tmp_path / "mcp.lock.json"
     runner = CliRunner()
     with serve_process("tests/mcp/mcp_testkit.py:shop_box") as url:
-        pinned = runner.invoke(mcp_app, ["pin", url, "--namespace", "shop", "--lockfile", str(lock)])
+        pinned = runner.invoke(
+            mcp_app, ["pin", url, "--namespace", "shop", "--lockfile", str(lock), "--allow-loopback"]
+        )
         assert pinned.exit_code == 0, pinned.output
         assert "pinned 3 tool(s)" in pinned.output
-        clean = runner.invoke(mcp_app, ["check", url, "--namespace", "shop", "--lockfile", str(lock)])
+        clean = runner.invoke(
+            mcp_app, ["check", url, "--namespace", "shop", "--lockfile", str(lock), "--allow-loopback"]
+        )
         assert clean.exit_code == 0 and "match the lockfile" in clean.output
     with serve_process("tests/mcp/conformance/fixture.py:server") as other:
-        drift = runner.invoke(mcp_app, ["check", other, "--namespace", "shop", "--lockfile", str(lock)])
+        drift = runner.invoke(
+            mcp_app, ["check", other, "--namespace", "shop", "--lockfile", str(lock), "--allow-loopback"]
+        )
     assert drift.exit_code == 1 and "kept out" in drift.output
     assert "get_order: pinned, but the server no longer offers it" in drift.output
