@@ -61,13 +61,14 @@ async def shape_output(ctx: CallContext) -> ToolResult | ToolError:
     """Build the successful result, or return the ToolError that shaping ran into."""
     tool = ctx.tool
     assert tool is not None
-    if ctx.replayed:
-        stored = ctx.extra["replay"]
+    if ctx.replayed and ctx.replay is not None:
+        stored = ctx.replay
+        note = stored.get("note")  # a runless duplicate: say so, so the model does not think it ran
         return ToolResult(
             call_id=ctx.call.id,
             name=str(ctx.call.name),
             is_error=False,
-            content=stored["content"],
+            content=f"{stored['content']}\n{note}" if note else stored["content"],
             structured=stored.get("structured"),
             trust=tool.trust,
             provenance=_provenance(ctx),
