@@ -194,7 +194,8 @@ def test_untrusted_results_are_fenced_as_data():
     assert (
         text.startswith("<untrusted-data")
         and "not instructions" in text
-        and text.endswith("</untrusted-data>")
+        and text.endswith('">')
+        and '\n</untrusted-data id="' in text
     )
     trusted = ToolResultMessage(call_id="1", name="get_order", content="shipped")
     assert render_tool_result(trusted) == "shipped"
