@@ -32,6 +32,7 @@ from .teaching import invalid_arguments, problems_from_jsonschema, problems_from
 
 __all__ = ["check_invalid_budget", "count_invalid", "validate"]
 
+_TEXT = (str, bytes, bytearray)
 _SAFE_INTEGER = 2**53 - 1
 """The largest integer every JSON parser keeps exactly (a double's mantissa; RFC 7493 I-JSON)."""
 
@@ -72,7 +73,7 @@ async def validate(ctx: CallContext) -> ToolError | None:
     assert tool is not None and ctx.arguments is not None
     if tool.input_model is not None:
         raw = ctx.call.arguments
-        from_text = type(raw) is not dict and bool(raw)
+        from_text = isinstance(raw, _TEXT) and bool(raw)
         # The JSON the caller sent: its own text, or (for a dict) the canonical JSON of the dict,
         # where a Python Decimal is the exact string the schema advertises.
         text = json_text(raw) if from_text else ctx.canonical_arguments  # type: ignore[arg-type]
