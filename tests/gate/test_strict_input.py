@@ -151,6 +151,7 @@ NOT_FINITE = {
     "an integer beyond a double in text": '{"order_id": "A1", "amount": "10.00", "weight_kg": 1'
     + "0" * 400
     + "}",
+    "an exponent past any decimal context": '{"order_id": "A1", "amount": "10.00", "weight_kg": 0.1e99999999999}',
     "a float nan in a dict": {**REFUND, "weight_kg": float("nan")},
     "a float inf in a dict": {**REFUND, "weight_kg": float("inf")},
     "a Decimal NaN in a dict": {**REFUND, "weight_kg": Decimal("NaN")},

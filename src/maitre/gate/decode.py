@@ -172,8 +172,8 @@ def _first_bad(value: Any) -> tuple[str, tuple[Any, ...], Any] | None:
         return ("number", (), value) if abs(value) > _MAX_FLOAT else None
     if isinstance(value, float):
         return None if math.isfinite(value) else ("number", (), value)
-    if isinstance(value, Decimal):
-        return None if value.is_finite() and abs(value) <= _MAX_DECIMAL else ("number", (), value)
+    if isinstance(value, Decimal):  # copy_abs: exact, where abs() would overflow on 1e99999999999
+        return None if value.is_finite() and value.copy_abs() <= _MAX_DECIMAL else ("number", (), value)
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
             found = _first_bad(item)

@@ -301,7 +301,7 @@ def _strict_hint(kind: str, received: Any) -> str:
                 number = Decimal(received.strip())
             except ArithmeticError:
                 return ""
-            if not number.is_finite():
+            if not number.is_finite() or number.adjusted() > 30:  # never build a huge int to show it
                 return ""
             if kind.startswith("int") and number != number.to_integral_value():
                 return "Send a whole number, without quotes"
