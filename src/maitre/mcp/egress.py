@@ -44,11 +44,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from ..exceptions import UserError
 
 __all__ = [
+    "AddressGuard",
+    "AddressRefused",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "METADATA_ADDRESSES",
     "OVERSIZE_MARKER",
-    "AddressGuard",
-    "AddressRefused",
     "ResponseTooLarge",
     "guarded_http_transport",
     "parse_ip",
