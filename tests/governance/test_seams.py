@@ -233,3 +233,36 @@ async def test_agent_runs_belong_to_the_principal_that_started_them(shop, alice)
     with pytest.raises(UserError, match="taken"):
         await agent.run("hello", bob, run_id="run_1")
     assert shop.deleted == []
+
+
+async def test_a_door_deadline_bounds_the_tool_and_a_passed_one_runs_nothing(shop, alice):
+    """`CallOptions(deadline_s=...)` cuts a slow tool short; a deadline already spent never executes."""
+    import anyio
+
+    from maitre import Toolbox
+
+    box = Toolbox()
+    ran: list[str] = []
+
+    @box.tool
+    async def slow_lookup(term: str) -> str:
+        """Look a term up slowly."""
+        ran.append(term)
+        await anyio.sleep(5)
+        return term
+
+    gate = make_gate(shop, MemoryStores())
+    gate = type(gate)(box)
+    started = anyio.current_time()
+    cut = await gate.call(
+        ToolCall(id="s", name="slow_lookup", arguments={"term": "a"}),
+        alice,
+        options=CallOptions(deadline_s=0.2),
+    )
+    assert cut.error.code == "TIMEOUT" and anyio.current_time() - started < 2
+    spent = await gate.call(
+        ToolCall(id="t", name="slow_lookup", arguments={"term": "b"}),
+        alice,
+        options=CallOptions(deadline_s=0),
+    )
+    assert spent.error.code == "TIMEOUT" and ran == ["a"]

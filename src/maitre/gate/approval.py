@@ -151,12 +151,10 @@ async def approval(ctx: CallContext) -> ToolError | None:
 
 
 async def _already_done(ctx: CallContext) -> bool:
-    from .idempotency import mint_key, needs_key
+    """The call will replay a stored result (within its dedupe window), so nobody need approve it."""
+    from .idempotency import will_replay
 
-    if not needs_key(ctx.tool):
-        return False
-    record = await ctx.gate.stores.idempotency.get(mint_key(ctx), tenant=ctx.principal.tenant)
-    return record is not None and record.state == "completed"
+    return await will_replay(ctx)
 
 
 async def _request(

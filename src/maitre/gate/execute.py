@@ -55,7 +55,10 @@ async def execute(ctx: CallContext) -> ToolError | None:
         return None  # the idempotency stage found a completed key: nothing runs twice
     limits = ctx.gate.limits
     attempts = 1 + tool.retries
+    error: ToolError | None = None
     for attempt in range(1, attempts + 1):
+        if _time_left(ctx, tool) <= 0:
+            return error or _deadline_passed(ctx, tool)  # no new attempt past the door's deadline
         ctx.attempts = attempt
         error = await _attempt(ctx, tool)
         if error is None:
@@ -71,6 +74,23 @@ async def execute(ctx: CallContext) -> ToolError | None:
     return None  # pragma: no cover - the loop always returns
 
 
+def _time_left(ctx: CallContext, tool: Tool) -> float:
+    """Seconds this attempt may run: the tool's timeout, or less if the door set a deadline."""
+    deadline = ctx.options.deadline_s
+    if deadline is None:
+        return tool.timeout
+    return min(tool.timeout, deadline - (time.perf_counter() - ctx.started))
+
+
+def _deadline_passed(ctx: CallContext, tool: Tool) -> ToolError:
+    return ToolError(
+        ErrorCode.TIMEOUT,
+        f"The deadline for this call ({ctx.options.deadline_s:g} s) passed before {tool.name} could run; "
+        "it was not executed.",
+        details={"deadline_s": ctx.options.deadline_s, "executed": False},
+    )
+
+
 async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
     lease = None
     if tool.fn is not None and not tool.is_async:
@@ -79,6 +99,7 @@ async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
             return lease  # nothing ran: the key is released and the error is the gate's own
     ctx.executed = True
     resume: _Resume | None = None
+    budget = _time_left(ctx, tool)
     try:
         started = time.monotonic()
         coro = invoke_tool(
@@ -90,13 +111,13 @@ async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
             ctx.output = done.value
             return None
         resume = _Resume(coro, first)
-        async with _deadline(max(0.0, tool.timeout - (time.monotonic() - started))):
+        async with _deadline(max(0.0, budget - (time.monotonic() - started))):
             ctx.output = await resume
         return None
     except TimeoutError:
         return ToolError(
             ErrorCode.TIMEOUT,
-            f"{tool.name} did not finish within {tool.timeout:g} s and was stopped."
+            f"{tool.name} did not finish within {budget:.3g} s and was stopped."
             + (
                 " It is safe to try again later."
                 if tool.effect is Effect.READ
