@@ -69,6 +69,7 @@ async def _run(gate_n: int, body_n: int) -> int:
     fuzz = _fuzz_inputs()
     from maitre.mcp.app import MCPApp
     from maitre.mcp.server import GovernedServer
+    from maitre.mcp.transports import running_http
 
     gate_report = await fuzz.run_gate_inputs(fuzz.gate_inputs(SEED, gate_n), time_limit_s=GATE_LIMIT_S)
     _print(f"Gate.call: {gate_n:,} seeded inputs (seed {SEED!r})", gate_report, gate_report.by_family)
@@ -83,7 +84,7 @@ async def _run(gate_n: int, body_n: int) -> int:
         reached[0] += 1
 
     gate.recorders.append(count)
-    async with fuzz.serving(GovernedServer(MCPApp(box, gate=gate))) as url:
+    async with running_http(GovernedServer(MCPApp(box, gate=gate))) as url:
         http_report = await fuzz.post_bodies(
             url, fuzz.jsonrpc_bodies(SEED, body_n), concurrency=4, time_limit_s=HTTP_LIMIT_S
         )

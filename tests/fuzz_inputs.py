@@ -16,12 +16,11 @@ Run a family on its own: `gate_inputs(seed, n, families=("surrogate",))`.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Annotated, Any, Literal
@@ -51,7 +50,6 @@ __all__ = [
     "jsonrpc_body",
     "post_bodies",
     "run_gate_inputs",
-    "serving",
 ]
 
 MODERN = "2026-07-28"
@@ -1294,39 +1292,6 @@ def classify_response(status: int, content_type: str, text: str) -> tuple[str, s
         else:
             labels.append("result")
     return f"http {status} " + ",".join(sorted(set(labels))), None
-
-
-@contextlib.asynccontextmanager
-async def serving(server: Any) -> AsyncIterator[str]:
-    """Serve a `GovernedServer` on 127.0.0.1 at an ephemeral port for the block; yields the URL.
-
-    Like `maitre.mcp.transports.running_http`, with one difference that matters at 20,000 requests:
-    the listening socket is created with `IPPROTO_TCP`, so asyncio sets TCP_NODELAY on accepted
-    connections (running_http's `socket.socket(family, SOCK_STREAM)` has proto 0, asyncio skips
-    it, and every keep-alive request waits ~40 ms for Nagle and delayed ACK).
-    """
-    import socket
-
-    import anyio
-    import uvicorn
-
-    from maitre.mcp.transports import http_app
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    app = http_app(server, host="127.0.0.1", port=port)
-    userver = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: userver.serve(sockets=[sock]))
-        while not userver.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
-            await anyio.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            userver.should_exit = True
-    sock.close()
 
 
 async def post_bodies(

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from fuzz_inputs import BODY_FAMILIES, fuzz_gate, fuzz_toolbox, jsonrpc_bodies, post_bodies, serving
+from fuzz_inputs import BODY_FAMILIES, fuzz_gate, fuzz_toolbox, jsonrpc_bodies, post_bodies
 from maitre.mcp.app import MCPApp
 from maitre.mcp.server import GovernedServer
 from maitre.mcp.testing import raw_request
+from maitre.mcp.transports import running_http
 
 pytestmark = pytest.mark.anyio
 SEED = "make-test"
@@ -29,7 +30,7 @@ async def _fuzz(bodies):
         reached.append(str(ctx.call.id))
 
     gate.recorders.append(count)
-    async with serving(GovernedServer(MCPApp(box, gate=gate))) as url:
+    async with running_http(GovernedServer(MCPApp(box, gate=gate))) as url:
         report = await post_bodies(url, bodies, concurrency=4)
         status, answer = await raw_request(
             url, "tools/call", {"name": "get_order", "arguments": {"order_id": "A1042"}}, name="get_order"

@@ -251,6 +251,7 @@ class Gate:
             )
         ctx: CallContext | None = None
         try:
+            call, options = _sendable_ids(call, options)
             ctx = CallContext(
                 gate=self,
                 call=call,
@@ -331,6 +332,38 @@ class Gate:
 
 
 _NO_OPTIONS = CallOptions()
+
+
+def _sendable(value: str) -> str:
+    """`value`, or with lone surrogates escaped (`\\ud800`) so it can be hashed, stored and sent."""
+    if value.isascii():
+        return value
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode()
+    return value
+
+
+def _sendable_ids(call: ToolCall, options: CallOptions) -> tuple[ToolCall, CallOptions]:
+    """The names and ids a door passes through (call id, tool name, run id, approval id, host key)
+    are hashed, audited and echoed back: one that is not valid Unicode is escaped, deterministically,
+    so it stays distinct and the call is refused or run on its merits instead of breaking the audit."""
+    ids = (call.id, call.name, call.run_id, options.approval_id, options.idempotency_key)
+    if all(v is None or (isinstance(v, str) and v.isascii()) for v in ids):
+        return call, options
+    call = ToolCall(
+        id=_sendable(str(call.id)),
+        name=_sendable(call.name) if isinstance(call.name, str) else call.name,
+        arguments=call.arguments,
+        run_id=_sendable(call.run_id) if isinstance(call.run_id, str) else None,
+    )
+    options = CallOptions(
+        approval_id=_sendable(options.approval_id) if options.approval_id else None,
+        idempotency_key=_sendable(options.idempotency_key) if options.idempotency_key else None,
+        deadline_s=options.deadline_s,
+    )
+    return call, options
 
 
 def _same_identity(a: Principal | None, b: Principal) -> bool:

@@ -22,8 +22,6 @@ async def resolve(ctx: CallContext) -> ToolError | None:
     shown_name = name if isinstance(name, str) else repr(name)
     if len(shown_name) > 80:
         shown_name = shown_name[:79] + "…"
-    # A lone surrogate ("\ud800") echoed back would make the message itself unsendable as UTF-8.
-    shown_name = shown_name.encode("utf-8", "backslashreplace").decode("utf-8")
     guesses = closest(shown_name, available)
     text = f"Unknown tool '{shown_name}'."
     if tool is not None and visible is not None:
