@@ -535,11 +535,8 @@ class McpUpstream:
 
     def _shape(self, name: str, result: types.CallToolResult) -> Any:
         # Over stdio the SDK has already read and parsed the line; this is the earliest point there.
-        size = sum(
-            len(b.text.encode("utf-8", "surrogatepass"))
-            for b in result.content
-            if isinstance(b, types.TextContent)
-        )
+        # Every block and the structured content count (images, embedded resources too).
+        size = len(result.model_dump_json(by_alias=True, exclude_none=True))
         if size > self.max_response_bytes:
             raise self._too_large(name)
         text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
