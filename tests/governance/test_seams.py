@@ -266,3 +266,23 @@ async def test_a_door_deadline_bounds_the_tool_and_a_passed_one_runs_nothing(sho
         options=CallOptions(deadline_s=0),
     )
     assert spent.error.code == "TIMEOUT" and ran == ["a"]
+
+
+@pytest.mark.parametrize(
+    "edited",
+    [
+        {"order_id": "ORD-00000001", "amount": 4500.5},  # a float for money
+        {"order_id": "ORD-00000001", "amount": "4500.00", "note": "extra"},  # an unknown field
+        {"order_id": 1, "amount": "4500.00"},  # an int for a string
+    ],
+)
+async def test_an_approvers_edits_are_validated_as_strictly_as_the_models_call(shop, alice, edited):
+    """Edited arguments go through the same strict JSON validation as a call: no float money."""
+    gate = make_gate(shop, MemoryStores())
+    call = ToolCall(
+        id="l1", name="shop.issue_large_refund", arguments={"order_id": "ORD-00000001", "amount": "4500.00"}
+    )
+    approval_id = (await gate.call(call, alice)).approval.approval_id
+    with pytest.raises(UserError, match="amount|note|order_id"):
+        await gate.approvals.approve(approval_id, Principal(user="manager", tenant="acme"), edited)
+    assert (await gate.approvals.get(approval_id)).status == "pending" and shop.refunds == []

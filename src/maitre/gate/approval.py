@@ -17,8 +17,6 @@ import secrets
 import time
 from typing import Any
 
-from pydantic import ValidationError
-
 from ..exceptions import UserError
 from ..jsonutil import canonical_json, sha256_hex
 from ..policy import normalise_user
@@ -26,7 +24,7 @@ from ..stores import ApprovalRequest, ApprovalStateError
 from ..types import ApprovalTicket, ErrorCode, Principal, ToolError
 from .authorize import validated_arguments
 from .base import CallContext, Decision
-from .teaching import invalid_arguments, problems_from_pydantic
+from .validate import validate_arguments
 
 __all__ = ["ApprovalService", "approval", "call_hash"]
 
@@ -126,14 +124,10 @@ async def approval(ctx: CallContext) -> ToolError | None:
     # approved: execute exactly what was approved (the edited arguments, if any)
     execute_hash = hashed
     if request.edited_arguments is not None:
-        try:
-            ctx.validated = (
-                tool.input_model.model_validate(request.edited_arguments, extra="forbid")
-                if tool.input_model
-                else request.edited_arguments
-            )
-        except ValidationError as exc:  # pragma: no cover - edits are validated when approved
-            return invalid_arguments(tool, request.edited_arguments, problems_from_pydantic(exc))
+        validated, invalid = validate_arguments(tool, request.edited_arguments)
+        if invalid is not None:  # edits are validated when approved; the tool may have changed since
+            return invalid
+        ctx.validated = validated
         ctx.validated_json = None
         execute_hash = call_hash(tool.name, validated_arguments(ctx), ctx.principal, _run_scope(ctx))
     if not await store.consume(request.id, call_hash=execute_hash, now=time.time()):
@@ -257,13 +251,10 @@ class ApprovalService:
                 raise UserError(
                     f"the tool {request.tool!r} is not in this gate's toolbox; cannot validate edits"
                 )
+            validated, invalid = validate_arguments(tool, edited_args)
+            if invalid is not None:
+                raise UserError(invalid.message)
             if tool.input_model is not None:
-                try:
-                    validated = tool.input_model.model_validate(edited_args, extra="forbid")
-                except ValidationError as exc:
-                    raise UserError(
-                        invalid_arguments(tool, edited_args, problems_from_pydantic(exc)).message
-                    ) from exc
                 edited_args = validated.model_dump(mode="json")
             principal = Principal(user=request.user, tenant=request.tenant)
             approved_hash = call_hash(request.tool, edited_args, principal, request.run_id)

@@ -24,13 +24,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..jsonutil import canonical_json
 from ..tools import Tool
 from ..types import ErrorCode, ToolError
 from .base import CallContext
 from .decode import json_text
 from .teaching import invalid_arguments, problems_from_jsonschema, problems_from_pydantic
 
-__all__ = ["check_invalid_budget", "count_invalid", "validate"]
+__all__ = ["check_invalid_budget", "count_invalid", "strict_validate", "validate", "validate_arguments"]
 
 _TEXT = (str, bytes, bytearray)
 _SAFE_INTEGER = 2**53 - 1
@@ -78,28 +79,11 @@ async def validate(ctx: CallContext) -> ToolError | None:
         # where a Python Decimal is the exact string the schema advertises.
         text = json_text(raw) if from_text else ctx.canonical_arguments  # type: ignore[arg-type]
         assert text is not None
-        problems = _inexact_numbers(tool, ctx.arguments, from_text) if _has_numbers(ctx.arguments) else []
-        validator, closed = _json_validator(tool)
-        try:
-            ctx.validated = (
-                validator.validate_json(text, strict=True)
-                if closed
-                else validator.validate_json(text, strict=True, extra="forbid")
-            )
-        except ValidationError as exc:
-            seen = {tuple(p["path"]) for p in problems}
-            problems += [p for p in problems_from_pydantic(exc) if tuple(p["path"]) not in seen]
-        patterns = _ascii_patterns(tool)
-        if patterns and not problems:
-            problems = [
-                {"kind": "invalid", "path": (name,), "received": value, "message": ""}
-                for name, rx in patterns.items()
-                if isinstance(value := ctx.arguments.get(name), str) and not rx.search(value)
-            ]
+        validated, problems = strict_validate(tool, ctx.arguments, text, from_text=from_text)
         if problems:
-            ctx.validated = None
             sent = json.loads(text) if from_text else ctx.arguments  # JSON numbers stay numbers
             return invalid_arguments(tool, sent, problems)
+        ctx.validated = validated
         return None
     validator = tool._validator
     if validator is not None:
@@ -108,6 +92,54 @@ async def validate(ctx: CallContext) -> ToolError | None:
             return invalid_arguments(tool, ctx.arguments, problems_from_jsonschema(errors))
     ctx.validated = ctx.arguments
     return None
+
+
+def strict_validate(
+    tool: Tool, arguments: dict[str, Any], text: str, *, from_text: bool
+) -> tuple[Any, list[dict[str, Any]]]:
+    """(validated model, []) or (None, problems) for a tool with an input model, in strict JSON mode.
+
+    `text` is the JSON the caller sent (or the canonical JSON of `arguments`); every path that
+    validates arguments - the stage, an approver's edited arguments - goes through here.
+    """
+    problems = _inexact_numbers(tool, arguments, from_text) if _has_numbers(arguments) else []
+    validator, closed = _json_validator(tool)
+    validated = None
+    try:
+        validated = (
+            validator.validate_json(text, strict=True)
+            if closed
+            else validator.validate_json(text, strict=True, extra="forbid")
+        )
+    except ValidationError as exc:
+        seen = {tuple(p["path"]) for p in problems}
+        problems += [p for p in problems_from_pydantic(exc) if tuple(p["path"]) not in seen]
+    patterns = _ascii_patterns(tool)
+    if patterns and not problems:
+        problems = [
+            {"kind": "invalid", "path": (name,), "received": value, "message": ""}
+            for name, rx in patterns.items()
+            if isinstance(value := arguments.get(name), str) and not rx.search(value)
+        ]
+    return (None, problems) if problems else (validated, [])
+
+
+def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> tuple[Any, ToolError | None]:
+    """Validate arguments that did not come through the decode stage (an approver's edits) exactly
+    as the stage would: strict JSON mode for a model, the JSON Schema for a schema tool."""
+    try:
+        text = canonical_json(arguments)
+    except (TypeError, ValueError, RecursionError):
+        return None, ToolError(ErrorCode.INVALID_ARGUMENTS, f"The arguments for {tool.name} are not JSON.")
+    if tool.input_model is not None:
+        validated, problems = strict_validate(tool, json.loads(text), text, from_text=False)
+        return (None, invalid_arguments(tool, arguments, problems)) if problems else (validated, None)
+    validator = tool._validator
+    if validator is not None:
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        if errors:
+            return None, invalid_arguments(tool, arguments, problems_from_jsonschema(errors))
+    return arguments, None
 
 
 def _json_validator(tool: Tool) -> tuple[Any, bool]:
