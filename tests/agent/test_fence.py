@@ -155,11 +155,6 @@ async def test_the_gates_own_errors_stay_plain_teaching_text():
     assert text == message.content and not text.startswith("<untrusted-data")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src/maitre/gate/shape.py (shape_error) labels any INTERNAL or TIMEOUT error trusted with "
-    "source 'gate', even a ToolError the untrusted tool raised itself with its own text",
-)
 async def test_an_internal_error_text_raised_by_an_untrusted_tool_is_fenced_too():
     """The code the tool picked does not make its text trusted."""
     (message,) = await results_of("crash_ticket", ticket_id="T-481")

@@ -5,7 +5,8 @@ zero-argument factory returning either - and serves it on stdio or Streamable HT
 process prints nothing but protocol on stdout (messages go to stderr). `mcp pin` writes the
 lockfile that `toolbox_from_mcp(lockfile=...)` enforces; `mcp check` shows drift against it.
 Like `from_mcp`, the three `mcp` commands refuse loopback, private, link-local and metadata
-addresses before connecting unless `--allow-loopback` or `--allow-host HOST|CIDR` says otherwise.
+addresses before connecting unless `--allow-loopback` or `--allow-upstream HOST|CIDR` says otherwise
+(`maitre serve --allow-host` is the other direction: the Host headers a served endpoint accepts).
 """
 
 from __future__ import annotations
@@ -167,7 +168,10 @@ serve_app.command("serve")(serve_command)
 AllowLoopback = Annotated[bool, typer.Option(help="Allow a server on 127.0.0.0/8 or ::1 (local development)")]
 AllowHost = Annotated[
     list[str] | None,
-    typer.Option(help="Allow this private host, address or CIDR network (repeatable)"),
+    typer.Option(
+        "--allow-upstream",
+        help="Let this command connect to this private host, address or CIDR network (repeatable)",
+    ),
 ]
 
 

@@ -151,6 +151,9 @@ class CallContext:
     """The stored result an idempotency key replays instead of executing."""
     output: Any = None
     executed: bool = False
+    tool_raised: bool = False
+    """True when the error came from the tool itself (its own ToolError): its text is the tool's,
+    labelled with the tool's trust (an untrusted tool's error is fenced like its results)."""
     replayed: bool = False
     attempts: int = 0
     error: ToolError | None = None

@@ -43,7 +43,9 @@ def _provenance(ctx: CallContext, source: str | None = None) -> Provenance:
 
 
 def shape_error(ctx: CallContext, error: ToolError) -> ToolResult:
-    from_tool = ctx.executed and error.code not in (ErrorCode.TIMEOUT, ErrorCode.INTERNAL)
+    # Whose text is it? A ToolError the tool raised (whatever code it picked, and the gate's errors
+    # that quote it) carries the tool's trust; the gate's own errors are trusted teaching text.
+    from_tool = ctx.tool_raised
     return ToolResult(
         call_id=ctx.call.id,
         name=str(ctx.call.name)[:200],
