@@ -283,7 +283,7 @@ async def test_an_approvers_edits_are_validated_as_strictly_as_the_models_call(s
         id="l1", name="shop.issue_large_refund", arguments={"order_id": "ORD-00000001", "amount": "4500.00"}
     )
     approval_id = (await gate.call(call, alice)).approval.approval_id
-    with pytest.raises(UserError, match="amount|note|order_id"):
+    with pytest.raises(UserError, match=r"amount|note|order_id"):
         await gate.approvals.approve(approval_id, Principal(user="manager", tenant="acme"), edited)
     assert (await gate.approvals.get(approval_id)).status == "pending" and shop.refunds == []
 

@@ -247,7 +247,10 @@ async def test_no_token_passthrough_to_upstream_servers():
             seen.clear()
             async with bearer_client(url, alice) as client:
                 result = await client.call_tool("weather.get_forecast", {"city": "Pune"})
-            assert not result.is_error and result.content[0].text == "rain"
+            text = result.content[0].text
+            # an imported tool is untrusted: the front server's text says so, not only its _meta
+            assert not result.is_error and text.startswith("<untrusted-data") and "\nrain\n" in text
+            assert result.meta["io.maitre/trust"] == "untrusted"
     assert seen and all(value == "Bearer upstream-own-credential" for value in seen)
     assert not any(alice in (value or "") for value in seen)
 
