@@ -345,13 +345,27 @@ def _sendable(value: str) -> str:
     return value
 
 
+def _plain(value: object) -> bool:
+    return type(value) is str and value.isascii()
+
+
 def _sendable_ids(call: ToolCall, options: CallOptions) -> tuple[ToolCall, CallOptions]:
     """The names and ids a door passes through (call id, tool name, run id, approval id, host key)
     are hashed, audited and echoed back: one that is not valid Unicode is escaped, deterministically,
     so it stays distinct and the call is refused or run on its merits instead of breaking the audit."""
-    ids = (call.id, call.name, call.run_id, options.approval_id, options.idempotency_key)
-    if all(v is None or (isinstance(v, str) and v.isascii()) for v in ids):
-        return call, options
+    if (
+        _plain(call.id)
+        and _plain(call.name)
+        and (call.run_id is None or _plain(call.run_id))
+        and (
+            options is _NO_OPTIONS
+            or (
+                (options.approval_id is None or _plain(options.approval_id))
+                and (options.idempotency_key is None or _plain(options.idempotency_key))
+            )
+        )
+    ):
+        return call, options  # the common case, checked without building anything (hot path)
     call = ToolCall(
         id=_sendable(str(call.id)),
         name=_sendable(call.name) if isinstance(call.name, str) else call.name,
