@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 import anyio
 from pydantic import BaseModel, Field
 
-from maitre import Gate, IdempotencyKey, Principal, Toolbox, ToolCall, ToolError
+from maitre import CallOptions, Gate, IdempotencyKey, Principal, Toolbox, ToolCall, ToolError
 
 
 class RefundRequest(BaseModel):
@@ -109,9 +109,10 @@ async def story() -> list[str]:
     lines = []
     first = await gate.call(refund, alice, run)
     lines.append(f"1. {first.error.code}: {first.content[:90]}...")
-    approval_id = first.error.details["approval_id"]
-    await gate.approvals.approve(approval_id, manager)
-    done = await gate.call(refund, alice, run, approval_id=approval_id)
+    ticket = first.approval  # what a person decides: tool, arguments, the rule that asked, expiry
+    assert ticket is not None
+    await gate.approvals.approve(ticket.approval_id, manager)
+    done = await gate.call(refund, alice, run, CallOptions(approval_id=ticket.approval_id))
     lines.append(f"2. approved and executed: {done.content}")
     retry = await gate.call(refund, alice, gate.new_run(alice))
     lines.append(
