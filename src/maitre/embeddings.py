@@ -50,11 +50,11 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = [
-    "MINILM_MODEL_SHA256",
-    "MINILM_TOKENIZER_SHA256",
     "Embedder",
     "EmbeddingModelError",
     "HashingEmbedder",
+    "MINILM_MODEL_SHA256",
+    "MINILM_TOKENIZER_SHA256",
     "MiniLMEmbedder",
     "default_embedder",
 ]

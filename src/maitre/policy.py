@@ -44,9 +44,9 @@ if TYPE_CHECKING:
     from .tools import Tool
 
 __all__ = [
-    "DEFAULT_RISK_MATRIX",
     "Action",
     "BasePolicy",
+    "DEFAULT_RISK_MATRIX",
     "DefaultPolicy",
     "Policy",
     "PolicyDecision",

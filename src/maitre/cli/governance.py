@@ -19,7 +19,16 @@ from rich.table import Table
 from ..exceptions import UserError
 from ..stores import ApprovalStateError, open_stores
 
-__all__ = ["approvals_app", "audit_app"]
+__all__ = [
+    "DB",
+    "approvals_app",
+    "approvals_approve",
+    "approvals_deny",
+    "approvals_list",
+    "audit_app",
+    "audit_show",
+    "audit_verify",
+]
 
 approvals_app = typer.Typer(help="List and decide approval requests.", no_args_is_help=True)
 audit_app = typer.Typer(help="Inspect and verify the hash-chained audit log.", no_args_is_help=True)

@@ -25,7 +25,16 @@ from ..exceptions import UserError
 from ..types import Principal
 from .loader import load_object
 
-__all__ = ["mcp_app", "serve_app", "serve_command"]
+__all__ = [
+    "AllowHost",
+    "AllowLoopback",
+    "check_command",
+    "mcp_app",
+    "pin_command",
+    "scan_command",
+    "serve_app",
+    "serve_command",
+]
 
 err = Console(stderr=True)
 out = Console()

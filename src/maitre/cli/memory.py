@@ -24,7 +24,19 @@ from rich.table import Table
 from ..exceptions import UserError
 from ..memory import MemoryStore
 
-__all__ = ["app", "open_memory"]
+__all__ = [
+    "DB",
+    "SECRET_ENV",
+    "TENANT",
+    "USER",
+    "app",
+    "correct_command",
+    "export_command",
+    "forget_command",
+    "open_memory",
+    "serve_command",
+    "show_command",
+]
 
 app = typer.Typer(
     help="See, correct and delete what long-term memory stores about a user.", no_args_is_help=True

@@ -14,7 +14,7 @@ from ..stores import open_stores
 from .governance import DB, _when
 from .loader import load_object
 
-__all__ = ["app"]
+__all__ = ["app", "runs_list", "runs_resume", "runs_show"]
 
 app = typer.Typer(help="List, inspect and resume agent runs.", no_args_is_help=True)
 console = Console()

@@ -13,7 +13,7 @@ from ..tools.lint import lint_toolbox
 from .loader import load_toolbox
 from .tools_cost import cost as cost_command
 
-__all__ = ["app"]
+__all__ = ["app", "lint", "show"]
 
 app = typer.Typer(
     help="Inspect toolboxes: lint definitions, show schemas and token costs.", no_args_is_help=True

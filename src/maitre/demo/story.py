@@ -39,7 +39,22 @@ from ..stores import Stores
 from ..tools import Toolbox
 from ..types import Principal, ToolError
 
-__all__ = ["CHAPTERS", "DemoWorld", "build_toolbox", "run_story", "scripted_model"]
+__all__ = [
+    "CHAPTERS",
+    "CUSTOMER",
+    "Chapter",
+    "City",
+    "DemoWorld",
+    "EVENTS",
+    "MANAGER",
+    "ORDERS",
+    "OrderId",
+    "SYSTEM",
+    "WEATHER",
+    "build_toolbox",
+    "run_story",
+    "scripted_model",
+]
 
 CUSTOMER = Principal(user="asha", tenant="demo")
 MANAGER = Principal(user="maria", tenant="demo", roles=frozenset({"approver"}))

@@ -4,9 +4,9 @@ from .base import CallContext, CallOptions, Decision, GateLimits, SettlingStage,
 from .pipeline import DEFAULT_STAGES, Gate, Recorder
 
 __all__ = [
-    "DEFAULT_STAGES",
     "CallContext",
     "CallOptions",
+    "DEFAULT_STAGES",
     "Decision",
     "Gate",
     "GateLimits",

@@ -26,7 +26,7 @@ from .authorize import validated_arguments
 from .base import CallContext, Decision
 from .validate import validate_arguments
 
-__all__ = ["ApprovalService", "approval", "call_hash"]
+__all__ = ["ApprovalService", "approval", "call_hash", "ticket"]
 
 
 def call_hash(tool: str, arguments: dict[str, Any], principal: Principal, run_id: str | None) -> str:

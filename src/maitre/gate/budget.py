@@ -15,7 +15,7 @@ from ..jsonutil import canonical_json
 from ..types import ErrorCode, ToolError, ToolResult
 from .base import CallContext, Decision
 
-__all__ = ["Budgets", "RateLimit", "budget"]
+__all__ = ["Budgets", "RateLimit", "budget", "charge"]
 
 
 @dataclass(kw_only=True, frozen=True)

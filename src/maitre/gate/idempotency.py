@@ -52,7 +52,16 @@ from .authorize import validated_arguments
 from .base import CallContext, Decision, GateLimits
 from .owners import current_owner, owner_status
 
-__all__ = ["call_lease_s", "idempotency", "mint_key", "needs_key", "will_replay"]
+__all__ = [
+    "Basis",
+    "LEASE_GRACE_S",
+    "call_lease_s",
+    "idempotency",
+    "mint_key",
+    "needs_key",
+    "settle",
+    "will_replay",
+]
 
 logger = logging.getLogger("maitre.gate")
 

@@ -25,6 +25,8 @@ __all__ = [
     "example_call",
     "invalid_arguments",
     "json_path",
+    "problems_from_jsonschema",
+    "problems_from_pydantic",
     "schema_at",
 ]
 

@@ -47,6 +47,7 @@ __all__ = [
     "AddressGuard",
     "AddressRefused",
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "IP",
     "METADATA_ADDRESSES",
     "OVERSIZE_MARKER",
     "ResponseTooLarge",

@@ -40,6 +40,7 @@ import rfc8785
 
 __all__ = [
     "DriftReport",
+    "LOCKFILE_VERSION",
     "Lockfile",
     "PINNED_FIELDS",
     "ToolDrift",

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Finding", "scan_servers", "scan_tool"]
+__all__ = ["Finding", "Kind", "Severity", "scan_servers", "scan_tool"]
 
 Severity = Literal["high", "medium", "low"]
 Kind = Literal["hidden_instruction", "invisible_unicode", "confusable", "cross_reference", "shadowing"]

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..exceptions import UserError
 
-__all__ = ["InvalidToken", "Signer", "load_secret"]
+__all__ = ["InvalidToken", "MIN_SECRET_BYTES", "Signer", "load_secret"]
 
 _PREFIX = "v1"
 MIN_SECRET_BYTES = 32

@@ -34,6 +34,7 @@ __all__ = [
     "MemoryTaskStore",
     "SQLiteTaskStore",
     "TASKS_EXTENSION",
+    "TERMINAL",
     "TaskRecord",
     "TaskStore",
     "new_task_id",

@@ -33,7 +33,7 @@ from .model import (
 )
 from .store import MemoryStore
 
-__all__ = ["AsyncMemoryStore"]
+__all__ = ["AsyncMemoryStore", "When"]
 
 T = TypeVar("T")
 When = datetime | date | str | None

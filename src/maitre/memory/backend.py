@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["COMMON_SCHEMA", "Backend", "Db"]
+__all__ = ["Backend", "COMMON_SCHEMA", "Db"]
 
 #: Tables shared by both backends (the Postgres backend maps the few type names that differ).
 COMMON_SCHEMA = [

@@ -29,7 +29,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .model import Candidate, Origin
 
-__all__ = ["AsyncExtractor", "Extractor", "Message", "ModelExtractor", "RuleExtractor"]
+__all__ = [
+    "AsyncExtractor",
+    "Extractor",
+    "Found",
+    "Message",
+    "ModelExtractor",
+    "RuleExtractor",
+]
 
 log = logging.getLogger(__name__)
 

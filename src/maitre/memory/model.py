@@ -29,14 +29,14 @@ from typing import Any
 from ..exceptions import UserError
 
 __all__ = [
+    "Candidate",
     "DEFAULT_MULTI_VALUED",
     "DEFAULT_PROFILE_KEYS",
     "DEFAULT_TENANT",
-    "Candidate",
-    "KEY_HINTS",
     "DeleteReport",
     "Fact",
     "Hit",
+    "KEY_HINTS",
     "MemoryPolicy",
     "Origin",
     "Profile",

@@ -33,7 +33,7 @@ from .aio import AsyncMemoryStore
 from .model import Candidate, Fact, Origin, WriteAction
 from .store import MemoryStore
 
-__all__ = ["memory_toolbox"]
+__all__ = ["MemoryKey", "MemoryValue", "SearchQuery", "TopK", "memory_toolbox"]
 
 MemoryKey = Annotated[
     str,

@@ -31,6 +31,8 @@ from ..types import ToolCall
 from .base import ModelRequest, ModelResponse, Usage
 
 __all__ = [
+    "Reply",
+    "Respond",
     "Rule",
     "ScriptedModel",
     "after_tool",

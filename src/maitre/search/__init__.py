@@ -16,14 +16,14 @@ from .meta import MAX_SEARCH_K, SEARCH_TOOLS_DESCRIPTION, search_tools_toolbox
 from .reveal import SEARCH_TOOL_NAME, RevealedTool, RevealLog, RevealRecord, ToolVisibility, reveal_in_run
 
 __all__ = [
-    "MAX_SEARCH_K",
-    "SEARCH_TOOLS_DESCRIPTION",
-    "SEARCH_TOOL_NAME",
     "CostReport",
     "CostScenario",
+    "MAX_SEARCH_K",
     "RevealLog",
     "RevealRecord",
     "RevealedTool",
+    "SEARCH_TOOLS_DESCRIPTION",
+    "SEARCH_TOOL_NAME",
     "SearchHit",
     "ToolEntry",
     "ToolIndex",

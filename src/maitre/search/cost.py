@@ -20,7 +20,7 @@ from ..exceptions import UserError
 from ..tools import ExportFormat, Toolbox
 from .reveal import SEARCH_TOOL_NAME
 
-__all__ = ["CostReport", "CostScenario", "estimate_tool_costs", "search_tool_tokens"]
+__all__ = ["CostReport", "CostScenario", "DEFAULT_FORMATS", "estimate_tool_costs", "search_tool_tokens"]
 
 DEFAULT_FORMATS: tuple[ExportFormat, ...] = ("anthropic", "openai", "mcp")
 

@@ -23,7 +23,7 @@ from ..exceptions import UserError
 if TYPE_CHECKING:
     from ..tools import ExportFormat, Toolbox, ToolDefinitions
 
-__all__ = ["SEARCH_TOOL_NAME", "RevealLog", "RevealRecord", "RevealedTool", "ToolVisibility", "reveal_in_run"]
+__all__ = ["RevealLog", "RevealRecord", "RevealedTool", "SEARCH_TOOL_NAME", "ToolVisibility", "reveal_in_run"]
 
 SEARCH_TOOL_NAME = "search_tools"
 

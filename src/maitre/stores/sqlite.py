@@ -89,6 +89,7 @@ __all__ = [
     "SQLiteRateLimiter",
     "SQLiteRunStore",
     "SQLiteStores",
+    "Synchronous",
 ]
 
 SCHEMA_VERSION = 1
