@@ -17,6 +17,7 @@ from maitre import Gate, Principal, Tool, Toolbox, ToolCall
 from maitre.audit import verify_store
 from maitre.jsonutil import canonical_json, sha256_hex
 from maitre.stores import MemoryStores
+from maitre.testing import capture_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -314,15 +315,12 @@ async def test_schema_tools_are_as_strict(gate, ran, stores, arguments):
 
 async def test_canonical_arguments_and_fingerprint_are_unchanged_by_strict_decoding():
     """Hashes, approvals and idempotency keys are computed over the same canonical JSON as before."""
-    seen: list[tuple[str | None, str | None]] = []
-
-    async def capture(ctx, result):
-        seen.append((ctx.canonical_arguments, ctx.fingerprint))
-
-    gate = Gate(shop([]), recorders=[capture])
+    gate = Gate(shop([]))
     text = '{"weight_kg": 2.5, "order_id": "A1", "amount": "10.00", "note": "café"}'
-    await ask(gate, "refund", text)
-    await ask(gate, "refund", {"order_id": "A1", "amount": "10.00", "note": "café", "weight_kg": 2.5})
+    with capture_calls(gate) as calls:
+        await ask(gate, "refund", text)
+        await ask(gate, "refund", {"order_id": "A1", "amount": "10.00", "note": "café", "weight_kg": 2.5})
+    seen = [(c.context.canonical_arguments, c.context.fingerprint) for c in calls]
     expected = canonical_json(
         {"amount": "10.00", "note": "café", "order_id": "A1", "weight_kg": Decimal("2.5")}
     )

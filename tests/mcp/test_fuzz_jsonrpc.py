@@ -16,6 +16,7 @@ from maitre.mcp.app import MCPApp
 from maitre.mcp.server import GovernedServer
 from maitre.mcp.testing import raw_request
 from maitre.mcp.transports import running_http
+from maitre.testing import capture_calls
 
 pytestmark = pytest.mark.anyio
 SEED = "make-test"
@@ -24,17 +25,12 @@ SEED = "make-test"
 async def _fuzz(bodies):
     box = fuzz_toolbox()
     gate = fuzz_gate(box)
-    reached: list[str] = []
-
-    async def count(ctx, result):  # a recorder after the audit one: one per call that reached the gate
-        reached.append(str(ctx.call.id))
-
-    gate.recorders.append(count)
-    async with running_http(GovernedServer(MCPApp(box, gate=gate))) as url:
-        report = await post_bodies(url, bodies, concurrency=4)
-        status, answer = await raw_request(
-            url, "tools/call", {"name": "get_order", "arguments": {"order_id": "A1042"}}, name="get_order"
-        )
+    with capture_calls(gate) as reached:  # one per call that reached the gate
+        async with running_http(GovernedServer(MCPApp(box, gate=gate))) as url:
+            report = await post_bodies(url, bodies, concurrency=4)
+            status, answer = await raw_request(
+                url, "tools/call", {"name": "get_order", "arguments": {"order_id": "A1042"}}, name="get_order"
+            )
     audited = len(await gate.stores.audit.entries())
     return report, reached, audited, (status, answer)
 
