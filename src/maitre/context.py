@@ -28,7 +28,7 @@ class IdempotencyKey(str):
     """
 
 
-class NeedsInput(dict):  # type: ignore[type-arg]
+class NeedsInput(dict[str, Any]):
     """A tool's return value meaning "ask the caller first; I have done nothing yet".
 
     A door that can ask (the MCP server's multi-round-trip `input_required`) returns one from a

@@ -96,7 +96,7 @@ class Embedder(Protocol):
 
 
 def _normalise(matrix: NDArray[np.float32]) -> NDArray[np.float32]:
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms: NDArray[np.float32] = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return (matrix / norms).astype(np.float32, copy=False)
 
@@ -221,7 +221,8 @@ class MiniLMEmbedder:
 
     def embed_query(self, text: str) -> NDArray[np.float32]:
         """Embed one query: `(384,)` float32, L2-normalised (MiniLM is symmetric: no prefix)."""
-        return self.embed([text])[0]
+        row: NDArray[np.float32] = self.embed([text])[0]
+        return row
 
     def __repr__(self) -> str:
         return f"MiniLMEmbedder(threads={self._threads}, loaded={self._session is not None})"
@@ -268,7 +269,8 @@ class HashingEmbedder:
 
     def embed_query(self, text: str) -> NDArray[np.float32]:
         """Embed one query the same way as a document."""
-        return self.embed([text])[0]
+        row: NDArray[np.float32] = self.embed([text])[0]
+        return row
 
     def __repr__(self) -> str:
         return f"HashingEmbedder(dim={self._dim})  # tests only"

@@ -159,7 +159,10 @@ class _AdaptedPolicy(BasePolicy):
 
     def __init__(self, policy: Any) -> None:
         self._policy = policy
-        self.decide = policy.decide  # type: ignore[method-assign]
+        self._decide = policy.decide
+
+    def decide(self, request: PolicyRequest) -> Any:
+        return self._decide(request)
 
     def __repr__(self) -> str:
         return f"as_policy({self._policy!r})"

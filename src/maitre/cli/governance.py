@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar, get_args
 
 import anyio
 import typer
@@ -17,7 +17,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ..exceptions import UserError
-from ..stores import ApprovalStateError, open_stores
+from ..stores import ApprovalRequest, ApprovalStateError, ApprovalStatus, AuditEntry, Stores, open_stores
+
+if TYPE_CHECKING:
+    from ..gate.approval import ApprovalService
 
 __all__ = [
     "DB",
@@ -36,10 +39,12 @@ console = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
 
+_STATUSES: tuple[ApprovalStatus, ...] = get_args(ApprovalStatus)
+
 DB = typer.Option(..., "--db", help="Store: SQLite file path, sqlite:///path.db or postgresql://...")
 
 
-def _run(db: str, job: Callable[[Any], Awaitable[T]]) -> T:
+def _run(db: str, job: Callable[[Stores], Awaitable[T]]) -> T:
     async def main() -> T:
         async with await open_stores(db) as stores:
             return await job(stores)
@@ -51,7 +56,7 @@ def _when(ts: float | None) -> str:
     return "-" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def _service(stores: Any, tools: str | None) -> Any:
+def _service(stores: Stores, tools: str | None) -> ApprovalService:
     from ..gate import Gate
     from ..tools import Toolbox
     from .loader import load_toolbox
@@ -69,8 +74,13 @@ def approvals_list(
 ) -> None:
     """Show approval requests (pending by default)."""
 
-    async def job(stores: Any) -> list[Any]:
-        return await stores.approvals.list(status=None if status == "all" else status, tenant=tenant)
+    async def job(stores: Stores) -> list[ApprovalRequest]:
+        if status == "all":
+            return await stores.approvals.list(tenant=tenant)
+        for known in _STATUSES:
+            if status == known:
+                return await stores.approvals.list(status=known, tenant=tenant)
+        return []  # no request has a status of that name
 
     requests = _run(db, job)
     if as_json:
@@ -103,7 +113,7 @@ def approvals_approve(
         )
         raise typer.Exit(2)
 
-    async def job(stores: Any) -> Any:
+    async def job(stores: Stores) -> ApprovalRequest:
         return await _service(stores, tools).approve(approval_id, approver, edited, note=note)
 
     try:
@@ -123,7 +133,7 @@ def approvals_deny(
 ) -> None:
     """Deny a pending request; the message goes back to the model."""
 
-    async def job(stores: Any) -> Any:
+    async def job(stores: Stores) -> ApprovalRequest:
         return await _service(stores, None).deny(approval_id, approver, message)
 
     try:
@@ -174,7 +184,7 @@ def audit_show(
 ) -> None:
     """Print the newest audit entries."""
 
-    async def job(stores: Any) -> list[Any]:
+    async def job(stores: Stores) -> list[AuditEntry]:
         last = await stores.audit.last()
         since = max(0, (last.seq if last else 0) - limit)
         return await stores.audit.entries(since_seq=since)

@@ -6,11 +6,15 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from ..exceptions import UserError
 
-__all__ = ["load_object", "load_toolbox"]
+if TYPE_CHECKING:
+    from ..tools import Toolbox
+    from ..tools.export import ExportFormat
+
+__all__ = ["export_format", "load_object", "load_toolbox"]
 
 
 def load_object(spec: str) -> Any:
@@ -47,7 +51,7 @@ def load_object(spec: str) -> Any:
     return value
 
 
-def load_toolbox(spec: str) -> Any:
+def load_toolbox(spec: str) -> Toolbox:
     """Load a Toolbox (or call a zero-argument factory that returns one)."""
     from ..tools import Toolbox
 
@@ -63,3 +67,14 @@ def load_toolbox(spec: str) -> Any:
     if not isinstance(value, Toolbox):
         raise UserError(f"{spec} is a {type(value).__name__}, not a Toolbox")
     return value
+
+
+def export_format(value: str) -> ExportFormat:
+    """`value` as a tool-definition format; any other text is the ValueError the export raises."""
+    from ..tools.export import ExportFormat
+
+    known: tuple[ExportFormat, ...] = get_args(ExportFormat)
+    for format in known:
+        if value == format:
+            return format
+    raise ValueError(f"unknown format {value!r}; use 'anthropic', 'openai', 'openai-responses' or 'mcp'")

@@ -87,11 +87,13 @@ def runs_resume(
     from ..agent import ApprovalDecision
 
     factory = load_object(agent)
-    if (approve or deny) and not approver:
-        err.print("[red]--approve/--deny need --approver[/red]")
-        raise typer.Exit(2)
-    decisions = {a: ApprovalDecision.approved(approver) for a in approve}
-    decisions.update({d: ApprovalDecision.denied(approver, message) for d in deny})
+    decisions: dict[str, ApprovalDecision] = {}
+    if approve or deny:
+        if not approver:
+            err.print("[red]--approve/--deny need --approver[/red]")
+            raise typer.Exit(2)
+        decisions = {a: ApprovalDecision.approved(approver) for a in approve}
+        decisions.update({d: ApprovalDecision.denied(approver, message) for d in deny})
 
     async def main() -> Any:
         async with await open_stores(db) as stores:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..exceptions import UserError
 from ..tools.lint import lint_toolbox
-from .loader import load_toolbox
+from .loader import export_format, load_toolbox
 from .tools_cost import cost as cost_command
 
 __all__ = ["app", "lint", "show"]
@@ -55,7 +55,7 @@ def show(
 ) -> None:
     """Print the tool definitions as a provider sees them, with token costs."""
     box = load_toolbox(target)
-    definitions = box.definitions(format)  # type: ignore[arg-type]
+    definitions = box.definitions(export_format(format))
     typer.echo(json.dumps(list(definitions), indent=2, ensure_ascii=False))
     console.print(
         f"[dim]{len(definitions)} definitions, {definitions.total_tokens:,} tokens (cl100k_base)[/dim]"

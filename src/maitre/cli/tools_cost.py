@@ -10,6 +10,7 @@ The core set is `--core a,b,c`; without it, the tools tagged "core", else the fi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -17,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..exceptions import UserError
-from ..search.cost import CostReport, estimate_tool_costs
+from ..search.cost import CostReport, CostScenario, estimate_tool_costs
 from ..tools import Toolbox
-from .loader import load_toolbox
+from .loader import export_format, load_toolbox
 
 __all__ = ["app", "cost", "default_core", "load_target"]
 
@@ -61,7 +62,7 @@ def _table(report: CostReport, price: float) -> Table:
     table.add_column(f"all {report.tools} tools", justify="right")
     table.add_column(f"{len(report.core)} core + search + {report.revealed}", justify="right")
     table.add_column(f"same, {plus_one.calls_per_task} calls", justify="right")
-    rows = [
+    rows: list[tuple[str, Callable[[CostScenario], str]]] = [
         ("per call", lambda s: f"{s.tokens_per_call:,}"),
         ("calls per task", lambda s: str(s.calls_per_task)),
         ("per task", lambda s: f"{s.tokens_per_task:,}"),
@@ -119,7 +120,7 @@ def cost(
             calls_per_task=calls_per_task,
             tasks_per_day=tasks_per_day,
             price_per_mtok=price_per_mtok,
-            formats=chosen,  # type: ignore[arg-type]
+            formats=[export_format(f) for f in chosen],
         )
     except UserError as exc:
         err.print(f"[red]error:[/red] {exc}")

@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from pydantic import Field
 
@@ -27,6 +27,7 @@ from ..agent import Agent, ApprovalDecision, Limits, Run
 from ..audit import verify_store
 from ..models import (
     Model,
+    ModelRequest,
     Rule,
     ScriptedModel,
     after_tool,
@@ -73,8 +74,15 @@ class DemoWorld:
     emails: list[dict[str, str]] = field(default_factory=list)
 
 
+class _Event(TypedDict):
+    name: str
+    start: str
+    outdoor: bool
+    price_inr: int
+
+
 WEATHER = {"pune": {"temp_c": 31, "sky": "sunny", "rain_chance_pct": 10}}
-EVENTS = {
+EVENTS: dict[str, list[_Event]] = {
     "pune": [
         {"name": "Sunrise trek to Sinhagad Fort", "start": "05:30", "outdoor": True, "price_inr": 0},
         {"name": "Pottery workshop", "start": "11:00", "outdoor": False, "price_inr": 1500},
@@ -166,9 +174,17 @@ def build_toolbox(world: DemoWorld) -> Toolbox:
     return box
 
 
-def _plan(request: Any) -> str:
-    weather = json.loads(last_tool_result(request, "get_weather").content)
-    events = json.loads(last_tool_result(request, "find_events").content)["events"]
+def _result_text(request: ModelRequest, name: str | None = None) -> str:
+    """The newest tool result's text (of tool `name`): the rule that reads it matched on it."""
+    result = last_tool_result(request, name)
+    if result is None:
+        raise LookupError(f"no {name or 'tool'} result in this turn")
+    return result.content
+
+
+def _plan(request: ModelRequest) -> str:
+    weather = json.loads(_result_text(request, "get_weather"))
+    events = json.loads(_result_text(request, "find_events"))["events"]
     lines = [f"Saturday looks {weather['sky']} at {weather['temp_c']}°C. Your plan:"]
     total = 0
     for event in sorted(events, key=lambda e: e["start"]):
@@ -200,9 +216,7 @@ def scripted_model() -> ScriptedModel:
             ),
             Rule(
                 "order: fixed from the error's example",
-                when=lambda r: (
-                    tool_error("INVALID_ARGUMENTS")(r) and "orders.get_order(" in last_tool_result(r).content
-                ),
+                when=lambda r: tool_error("INVALID_ARGUMENTS")(r) and "orders.get_order(" in _result_text(r),
                 then=lambda r: call("orders.get_order", order_id="A1042"),
             ),
             Rule("order: answer", when=after_tool("get_order", ok=True), then=lambda r: _order_answer(r)),
@@ -244,14 +258,13 @@ def scripted_model() -> ScriptedModel:
     )
 
 
-def _order_answer(request: Any) -> str:
-    order = json.loads(last_tool_result(request, "get_order").content)
+def _order_answer(request: ModelRequest) -> str:
+    order = json.loads(_result_text(request, "get_order"))
     return f"Order {order['order_id']} has {order['status']} and arrives {order['arrives']}."
 
 
-def _refund_answer(request: Any) -> str:
-    result = last_tool_result(request, "issue_refund")
-    refund = json.loads(result.content)
+def _refund_answer(request: ModelRequest) -> str:
+    refund = json.loads(_result_text(request, "issue_refund"))
     return (
         f"Refund {refund['refund_id']} of {refund['amount_inr']} INR is on its way for {refund['order_id']}."
     )

@@ -35,6 +35,7 @@ from .base import ModelError, ModelRequest, ModelResponse, StopReason, Usage
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
+    from anthropic.types import Usage as AnthropicUsage
 
 __all__ = ["AnthropicModel", "DEFAULT_ANTHROPIC_MODEL"]
 
@@ -120,15 +121,15 @@ class AnthropicModel(SDKModel):
         calls: list[ToolCall] = []
         thinking: list[dict[str, Any]] = []
         for block in message.content or []:
-            kind = getattr(block, "type", None)
-            if kind == "text":
+            if block.type == "text":
                 text_parts.append(block.text)
-            elif kind == "tool_use":
-                arguments = block.input if isinstance(block.input, dict) else {}
+            elif block.type == "tool_use":
+                sent: object = block.input  # the SDK does not validate responses: check the shape
+                arguments = sent if isinstance(sent, dict) else {}
                 calls.append(
                     ToolCall(id=block.id, name=definitions.to_canonical(block.name), arguments=arguments)
                 )
-            elif kind in ("thinking", "redacted_thinking"):
+            elif block.type in ("thinking", "redacted_thinking"):
                 thinking.append(block.model_dump(mode="json", exclude_none=True))
         if calls:
             self._replay.put(calls[0].id, thinking)
@@ -201,7 +202,7 @@ def _append(messages: list[dict[str, Any]], role: str, blocks: list[dict[str, An
     messages.append({"role": role, "content": list(blocks)})
 
 
-def _usage(usage: Any) -> Usage:
+def _usage(usage: AnthropicUsage | None) -> Usage:
     if usage is None:
         return Usage()
     fresh = token_count(usage, "input_tokens")

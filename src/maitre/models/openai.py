@@ -54,6 +54,12 @@ _FINISH_REASONS: dict[str, StopReason] = {
     "content_filter": "refusal",
 }
 
+_INCOMPLETE_REASONS: dict[str, StopReason] = {
+    "max_output_tokens": "max_tokens",
+    "content_filter": "refusal",
+}
+"""Responses API `incomplete_details.reason` -> finish reason (anything else is "other")."""
+
 
 class _OpenAIBase(SDKModel):
     """The `openai` SDK's client, and what both OpenAI APIs do alike: the constructor and its
@@ -269,14 +275,13 @@ class OpenAIResponsesModel(_OpenAIBase):
         calls: list[ToolCall] = []
         reasoning: list[dict[str, Any]] = []
         for item in response.output or []:
-            kind = getattr(item, "type", None)
-            if kind == "message":
+            if item.type == "message":
                 for part in item.content or []:
                     if part.type == "output_text" and part.text:
                         texts.append(part.text)
                     elif part.type == "refusal" and part.refusal:
                         refusals.append(part.refusal)
-            elif kind == "function_call":
+            elif item.type == "function_call":
                 calls.append(
                     function_call(
                         definitions,
@@ -287,7 +292,7 @@ class OpenAIResponsesModel(_OpenAIBase):
                         index=len(calls),
                     )
                 )
-            elif kind == "reasoning":
+            elif item.type == "reasoning":
                 reasoning.append(item.model_dump(mode="json", exclude_none=True))
         replayable = calls and (
             self.extra.get("store", True) is not False or all("encrypted_content" in r for r in reasoning)
@@ -298,9 +303,7 @@ class OpenAIResponsesModel(_OpenAIBase):
         stop_reason: StopReason = "tool_use" if calls else "end_turn"
         if status == "incomplete":
             reason = getattr(getattr(response, "incomplete_details", None), "reason", None)
-            stop_reason = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}.get(
-                reason or "", "other"
-            )
+            stop_reason = _INCOMPLETE_REASONS.get(reason or "", "other")
         if refusals and not calls:
             stop_reason = "refusal"
         text = "".join(texts) or "".join(refusals)

@@ -147,8 +147,21 @@ class PriceTable:
         return iter(dict(self._prices))
 
 
-def _p(input: float, output: float, cached: float | None = None, **tier: object) -> Price:
-    return Price(input=input, output=output, cached_input=cached, **tier)  # type: ignore[arg-type]
+def _p(
+    input: float,
+    output: float,
+    cached: float | None = None,
+    *,
+    long_context_threshold: int | None = None,
+    long_context: Price | None = None,
+) -> Price:
+    return Price(
+        input=input,
+        output=output,
+        cached_input=cached,
+        long_context_threshold=long_context_threshold,
+        long_context=long_context,
+    )
 
 
 _ANTHROPIC: dict[str, Price] = {

@@ -54,7 +54,9 @@ class DenseIndex:
         self, query: NDArray[np.float32], mask: NDArray[np.bool_] | None = None
     ) -> NDArray[np.float32]:
         """Cosine of every slot below the high-water mark; dead or masked-out slots get -inf."""
-        out = np.einsum("ij,j->i", self._matrix[: self._size], query.astype(np.float32, copy=False))
+        out: NDArray[np.float32] = np.einsum(
+            "ij,j->i", self._matrix[: self._size], query.astype(np.float32, copy=False)
+        )
         keep = self._alive[: self._size]
         if mask is not None:
             keep = keep & mask[: self._size]

@@ -45,17 +45,18 @@ from ..exceptions import UserError
 from .lexical import FIELD_WEIGHTS, LexicalIndex
 from .text import embedding_text, parameter_fields, query_terms, split_identifier
 
-try:
-    import numpy as np
-except ImportError:  # pragma: no cover - a lexical-only install; numpy comes with maitre[embeddings]
-    np = None  # type: ignore[assignment]
-
 if TYPE_CHECKING:
+    import numpy as np
     from numpy.typing import NDArray
 
     from ..embeddings import Embedder
     from ..tools import Tool, Toolbox
     from .dense import DenseIndex
+else:
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - a lexical-only install; numpy comes with maitre[embeddings]
+        np = None  # only the hybrid mode (with an embedder) uses it
 
 __all__ = ["SearchHit", "ToolEntry", "ToolIndex"]
 

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-try:  # Python 3.11+ keeps the parser here; it is stable across 3.11-3.13.
-    import re._constants as _c  # type: ignore[import-not-found]
-    import re._parser as _p  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover
-    import sre_constants as _c  # type: ignore[no-redef]
-    import sre_parse as _p  # type: ignore[no-redef]
+if TYPE_CHECKING:  # typeshed describes the parser under its old public names
+    import sre_constants as _c
+    import sre_parse as _p
+else:
+    try:  # Python 3.11+ keeps the parser here; it is stable across 3.11-3.13.
+        import re._constants as _c
+        import re._parser as _p
+    except ImportError:  # pragma: no cover
+        import sre_constants as _c
+        import sre_parse as _p
 
 __all__ = ["MISSING", "example_for_pattern", "example_value"]
 
@@ -48,14 +53,14 @@ class _Unsupported(Exception):
     pass
 
 
-def _render(items: Any, digits: Any) -> str:
+def _render(items: Any, digits: Iterator[str]) -> str:
     out: list[str] = []
     for op, av in items:
         out.append(_render_one(op, av, digits))
     return "".join(out)
 
 
-def _render_one(op: Any, av: Any, digits: Any) -> str:
+def _render_one(op: Any, av: Any, digits: Iterator[str]) -> str:
     if op is _c.LITERAL:
         return chr(av)
     if op is _c.NOT_LITERAL:
@@ -83,7 +88,7 @@ def _render_one(op: Any, av: Any, digits: Any) -> str:
     raise _Unsupported(op)
 
 
-def _category(cat: Any, digits: Any) -> str:
+def _category(cat: Any, digits: Iterator[str]) -> str:
     if cat is _c.CATEGORY_DIGIT:
         return next(digits)
     if cat is _c.CATEGORY_WORD:
@@ -95,7 +100,7 @@ def _category(cat: Any, digits: Any) -> str:
     raise _Unsupported(cat)
 
 
-def _render_in(av: list[Any], digits: Any) -> str:
+def _render_in(av: list[Any], digits: Iterator[str]) -> str:
     if av and av[0][0] is _c.NEGATE:
         for candidate in "aZ0_-":
             if not any(_in_item_matches(item, candidate) for item in av[1:]):
@@ -123,7 +128,8 @@ def _in_item_matches(item: Any, ch: str) -> bool:
     if op is _c.LITERAL:
         return chr(value) == ch
     if op is _c.RANGE:
-        return value[0] <= ord(ch) <= value[1]
+        bounds: tuple[int, int] = value  # (low, high) code points
+        return bounds[0] <= ord(ch) <= bounds[1]
     if op is _c.CATEGORY:
         return bool(re.match(r"[\d\w\s]", ch))
     return False

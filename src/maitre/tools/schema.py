@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import typing
 from decimal import Decimal
-from typing import Annotated, Any, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
@@ -26,6 +26,11 @@ from ..exceptions import ToolDefinitionError
 __all__ = ["SCHEMA_DIALECT", "build_input_model", "model_json_schema", "strict_schema"]
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+_Bound = Literal["gt", "ge", "lt", "le"]
+_BOUND_TEXT: tuple[tuple[_Bound, str], ...] = (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
+_LOWER: tuple[_Bound, ...] = ("ge", "gt")
+_UPPER: tuple[_Bound, ...] = ("le", "lt")
 
 
 class _StrictSchema(GenerateJsonSchema):
@@ -43,7 +48,7 @@ class _StrictSchema(GenerateJsonSchema):
         frac = r"(\.\d+)?" if places is None else (rf"(\.\d{{1,{places}}})?" if places else "")
         out: dict[str, Any] = {"type": "string", "pattern": f"^{sign}{whole}{frac}$"}
         bounds = []
-        for key, text in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+        for key, text in _BOUND_TEXT:
             if schema.get(key) is not None:
                 bounds.append(f"{text} {schema[key]}")
         note = "exact decimal as a string"
@@ -59,10 +64,10 @@ class _StrictSchema(GenerateJsonSchema):
 def _decimal_example(schema: core_schema.DecimalSchema) -> str:
     places = schema.get("decimal_places")
     value = Decimal(10)
-    for key in ("ge", "gt"):
+    for key in _LOWER:
         if schema.get(key) is not None and Decimal(str(schema[key])) >= value:
             value = Decimal(str(schema[key])) + 1
-    for key in ("le", "lt"):
+    for key in _UPPER:
         if schema.get(key) is not None and Decimal(str(schema[key])) <= value:
             value = Decimal(str(schema[key])) - Decimal("0.01")
     if places:
@@ -155,7 +160,7 @@ def build_input_model(
             fields[name] = (field_annotation, ...)
         else:
             fields[name] = (field_annotation, default)
-    model = create_model(  # type: ignore[call-overload]
+    model = create_model(
         model_name,
         __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False, populate_by_name=False),
         **fields,

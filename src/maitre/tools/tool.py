@@ -133,7 +133,7 @@ class Tool:
         self.trust = Trust(self.trust)
         self.scopes = frozenset(self.scopes)
         self.tags = tuple(self.tags)
-        if self.timeout is None or self.timeout <= 0:
+        if not self.timeout or self.timeout < 0:  # None too: metadata arrives untyped (**metadata)
             raise ToolDefinitionError(f"{self.name}: timeout must be a positive number of seconds")
         if self.retries < 0 or self.retries > 10:
             raise ToolDefinitionError(f"{self.name}: retries must be between 0 and 10")
