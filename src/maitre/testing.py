@@ -43,7 +43,7 @@ from .gate import CallContext, Gate
 from .gate.record import AuditRecorder
 from .gate.validate import validate_arguments
 from .models.base import ModelRequest, ModelResponse, Usage
-from .models.scripted import Rule, ScriptedModel, _call_tokens, _input_tokens, call
+from .models.scripted import Rule, ScriptedModel, call
 from .stores import MemoryStores
 from .stores.memory import MemoryAuditStore
 from .tokens import count_tokens
@@ -104,6 +104,26 @@ def example_arguments(
     return None if error is not None else arguments
 
 
+def _input_tokens(request: ModelRequest) -> int:
+    """What a real model would read: system, conversation and tool definitions (offline tokenizer)."""
+    from .agent.context_manager import conversation_tokens
+
+    definitions = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
+    ]
+    return (
+        count_tokens(request.system or "")
+        + conversation_tokens(request.messages)
+        + sum(count_tokens(d) for d in definitions)
+    )
+
+
+def _output_tokens(text: str, calls: Sequence[ToolCall]) -> int:
+    return count_tokens(text) + sum(
+        count_tokens(c.name) + count_tokens(json.dumps(c.arguments, default=str)) for c in calls
+    )
+
+
 def _matches(tool_name: str, wanted: str) -> bool:
     return tool_name == wanted or tool_name.endswith("." + wanted)
 
@@ -116,7 +136,8 @@ class TestModel:
     from `example_arguments`. On any later request (tool results came back, or a paused run was
     resumed) it answers: `final_text` if given, else a JSON object
     `{"results": {tool: {"ok": ..., "content": ..., "error_code": ...}}, "skipped": {tool: why}}`.
-    Usage is measured with the offline tokenizer, as `ScriptedModel` does.
+    Usage is measured with the offline tokenizer over what a real model would read and write,
+    as `ScriptedModel` does.
 
     Args:
         call_tools: "all" (default) or the names of the tools to call; a name matches a tool's full
@@ -169,9 +190,7 @@ class TestModel:
         return ModelResponse(
             text=text,
             tool_calls=calls,
-            usage=Usage(
-                input_tokens=_input_tokens(request), output_tokens=count_tokens(text) + _call_tokens(calls)
-            ),
+            usage=Usage(input_tokens=_input_tokens(request), output_tokens=_output_tokens(text, calls)),
             stop_reason="tool_use" if calls else "end_turn",
             model=self.name,
         )
