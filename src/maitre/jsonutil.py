@@ -1,8 +1,12 @@
-"""Canonical and compact JSON, in one place.
+"""Sorted and compact JSON for text a person, a model or a validator reads.
 
-`canonical_json` is what maitre hashes (fingerprints, approval hashes, idempotency keys): sorted
-keys, no whitespace, Decimals as strings, so the same logical arguments always hash the same.
-`compact_json` is what a model reads: no whitespace, no ASCII escaping of non-English text.
+`canonical_json` is sorted-key JSON without whitespace, with Decimals, dates, UUIDs and models
+turned into their JSON form: a stable text for values that are not plain JSON (the gate validates
+a Python caller's arguments from it; content-derived ids use it). It is **not** what maitre hashes:
+every stored or compared hash (fingerprints, approval call hashes, idempotency keys, audit digests,
+MCP pins) is taken over RFC 8785 text from `maitre.audit.canonical`, which fixes number formatting
+as well as key order. `compact_json` is what a model reads: no whitespace, no ASCII escaping of
+non-English text.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_
 
 
 def canonical_json(value: Any) -> str:
-    """Deterministic JSON for hashing. Raises TypeError for values that are not JSON-like."""
+    """Deterministic sorted-key JSON (not for hashes: see the module docstring). Raises TypeError
+    for values that are not JSON-like."""
     return _CANONICAL.encode(value)
 
 
@@ -72,4 +77,5 @@ def dump_jsonable(value: Any) -> tuple[str, Any]:
 
 
 def sha256_hex(text: str) -> str:
+    """sha256 hex of a text as UTF-8 (for a digest of text; JSON values are hashed as RFC 8785)."""
     return hashlib.sha256(text.encode()).hexdigest()

@@ -11,11 +11,12 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import pytest
+import rfc8785
 from pydantic import BaseModel, Field
 
 from maitre import Gate, Principal, Tool, Toolbox, ToolCall
 from maitre.audit import verify_store
-from maitre.jsonutil import canonical_json, sha256_hex
+from maitre.jsonutil import sha256_hex
 from maitre.stores import MemoryStores
 from maitre.testing import capture_calls
 
@@ -313,19 +314,19 @@ async def test_schema_tools_are_as_strict(gate, ran, stores, arguments):
     assert entry.error_code == "INVALID_ARGUMENTS"
 
 
-async def test_canonical_arguments_and_fingerprint_are_unchanged_by_strict_decoding():
-    """Hashes, approvals and idempotency keys are computed over the same canonical JSON as before."""
+async def test_canonical_arguments_and_fingerprint_are_rfc8785_whatever_door_the_call_came_by():
+    """Hashes, approvals and idempotency keys are computed over RFC 8785 text of the arguments (hash
+    format 2): a fraction sent as JSON text is the JSON number it was, the same as a caller's float."""
     gate = Gate(shop([]))
     text = '{"weight_kg": 2.5, "order_id": "A1", "amount": "10.00", "note": "café"}'
     with capture_calls(gate) as calls:
         await ask(gate, "refund", text)
         await ask(gate, "refund", {"order_id": "A1", "amount": "10.00", "note": "café", "weight_kg": 2.5})
     seen = [(c.context.canonical_arguments, c.context.fingerprint) for c in calls]
-    expected = canonical_json(
-        {"amount": "10.00", "note": "café", "order_id": "A1", "weight_kg": Decimal("2.5")}
-    )
+    expected = rfc8785.dumps({"amount": "10.00", "note": "café", "order_id": "A1", "weight_kg": 2.5}).decode()
+    assert expected == '{"amount":"10.00","note":"café","order_id":"A1","weight_kg":2.5}'
     assert seen[0] == (expected, sha256_hex(f"refund\x00{expected}")[:32])
-    assert seen[1][0] == '{"amount":"10.00","note":"café","order_id":"A1","weight_kg":2.5}'
+    assert seen[1] == seen[0]
 
 
 async def test_an_unknown_key_inside_a_nested_model_is_refused_even_if_the_model_is_open(gate, ran):

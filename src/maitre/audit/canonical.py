@@ -37,6 +37,8 @@ __all__ = [
     "canonical_bytes",
     "canonical_json",
     "digest",
+    "fast_canonical",
+    "hash_text",
     "redact",
 ]
 
@@ -110,6 +112,12 @@ def _no_surrogates(text: str) -> bool:
     return True
 
 
+def fast_canonical(value: Any) -> str | None:
+    """RFC 8785 text of `value` when the stdlib C encoder writes it exactly (see `_fast_safe`), else
+    None: the one walk and one C encode that every common call needs."""
+    return _ENCODE(value) if _fast_safe(value) else None
+
+
 def canonical_bytes(value: Any) -> bytes:
     """RFC 8785 canonical JSON of a JSON-ready value, as UTF-8 bytes.
 
@@ -151,6 +159,22 @@ def digest(value: Any) -> str:
     except (rfc8785.CanonicalizationError, UnicodeError, TypeError, ValueError, RecursionError):
         data = _FALLBACK_DOMAIN + _fallback_text(value).encode("ascii")
     return hashlib.sha256(data).hexdigest()
+
+
+def hash_text(value: Any) -> str:
+    """The text `digest` hashes, as str: RFC 8785 JSON, or for a value RFC 8785 cannot represent the
+    fallback text under its domain prefix. Never raises; `sha256(hash_text(v)) == digest(v)`.
+
+    Hashes that wrap a value in an envelope (the gate's call hash, its idempotency keys) splice this
+    text in, so the value is canonicalised once however many hashes are taken over it.
+    """
+    text = fast_canonical(value)
+    if text is not None:
+        return text
+    try:
+        return canonical_bytes(value).decode("utf-8")
+    except (rfc8785.CanonicalizationError, UnicodeError, TypeError, ValueError, RecursionError):
+        return _FALLBACK_DOMAIN.decode("ascii") + _fallback_text(value)
 
 
 def _fallback_text(value: Any) -> str:

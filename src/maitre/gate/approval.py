@@ -1,7 +1,8 @@
 """Stage 7, approval: a human decision bound to the exact arguments.
 
 When the policy says "needs approval", the gate persists an `ApprovalRequest` bound to
-sha256(tool, canonical arguments, principal, run), with an expiry, and answers APPROVAL_REQUIRED.
+sha256(tool, canonical arguments, principal, run) (`h2:...`, see `hashing`), with an expiry, and
+answers APPROVAL_REQUIRED.
 The call executes only when it comes back with the approval's id *and* its hash matches what was
 approved; the approval is consumed atomically, so it works once. Arguments an approver edited get
 a new hash, are validated again, and are what executes. A denial's message goes back to the model.
@@ -9,21 +10,26 @@ a new hash, are validated again, and are what executes. A denial's message goes 
 The LangGraph failure mode (a resumed node re-asks the model, which emits different arguments,
 and the approval is consumed by position) cannot happen here: different arguments are a different
 hash, and a different hash is a new approval request.
+
+An approval created before the hash format changed (a bare-hex version-1 hash) is still matched,
+by its own version's hash of the call, so a call approved before an upgrade runs after it, once.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
+import warnings
 from typing import Any
 
+from ..audit.canonical import hash_text
 from ..exceptions import UserError
-from ..jsonutil import canonical_json, sha256_hex
 from ..policy import normalise_user
 from ..stores import ApprovalRequest, ApprovalStateError
 from ..types import ApprovalTicket, ErrorCode, Principal, ToolError
 from .authorize import validated_arguments
 from .base import CallContext, Decision
+from .hashing import call_hash_of, is_legacy_call_hash, legacy_call_hash, validated_text
 from .validate import validate_arguments
 
 __all__ = ["ApprovalService", "approval", "call_hash", "ticket"]
@@ -31,18 +37,16 @@ __all__ = ["ApprovalService", "approval", "call_hash", "ticket"]
 
 def call_hash(tool: str, arguments: dict[str, Any], principal: Principal, run_id: str | None) -> str:
     """The hash an approval is bound to (the user is as authenticated, not normalised: the hash
-    binds the exact principal the gate was given)."""
-    return sha256_hex(
-        canonical_json(
-            {
-                "tool": tool,
-                "arguments": arguments,
-                "user": principal.user,
-                "tenant": principal.tenant,
-                "run": run_id,
-            }
-        )
-    )
+    binds the exact principal the gate was given). `arguments` are JSON-ready validated arguments."""
+    return call_hash_of(tool, hash_text(arguments), principal, run_id)
+
+
+def _in_scheme_of(stored: str | None, hashed: str, ctx: CallContext, tool: str) -> str:
+    """This call's hash in the version of `stored`: `hashed` itself, or for an approval written
+    before the version change, the call's version-1 hash (computed only then)."""
+    if not is_legacy_call_hash(stored):
+        return hashed
+    return legacy_call_hash(tool, validated_arguments(ctx), ctx.principal, _run_scope(ctx))
 
 
 def _run_scope(ctx: CallContext) -> str | None:
@@ -66,7 +70,7 @@ async def approval(ctx: CallContext) -> ToolError | None:
     if ctx.decision is not Decision.APPROVAL_REQUIRED:
         return None  # policy allowed it; an approval id, if any, is left unused (no exemption)
     arguments = validated_arguments(ctx)
-    hashed = call_hash(tool.name, arguments, ctx.principal, _run_scope(ctx))
+    hashed = call_hash_of(tool.name, validated_text(ctx), ctx.principal, _run_scope(ctx))
     ctx.call_hash = hashed
     store = ctx.gate.stores.approvals
     now = time.time()
@@ -78,7 +82,7 @@ async def approval(ctx: CallContext) -> ToolError | None:
             if (
                 request is not None
                 and not _foreign(request, ctx, tool.name)
-                and request.call_hash == hashed
+                and request.call_hash == _in_scheme_of(request.call_hash, hashed, ctx, tool.name)
                 and request.status in ("approved", "used")
             ):
                 ctx.approval_id = request.id
@@ -95,7 +99,8 @@ async def approval(ctx: CallContext) -> ToolError | None:
             "ask for a new approval.",
         )
     ctx.approval_id = request.id
-    if request.call_hash != hashed:
+    matched = _in_scheme_of(request.call_hash, hashed, ctx, tool.name)
+    if request.call_hash != matched:
         ctx.decision = Decision.APPROVAL_MISMATCH
         if ctx.loop_refusal is not None:
             return ctx.loop_refusal  # a repeated call does not get to open new requests
@@ -122,14 +127,17 @@ async def approval(ctx: CallContext) -> ToolError | None:
             details={"approval_id": request.id, "status": request.status},
         )
     # approved: execute exactly what was approved (the edited arguments, if any)
-    execute_hash = hashed
+    execute_hash = matched
     if request.edited_arguments is not None:
         validated, invalid = validate_arguments(tool, request.edited_arguments)
         if invalid is not None:  # edits are validated when approved; the tool may have changed since
             return invalid
+        # Everything derived from the arguments is derived again from the edited ones.
         ctx.validated = validated
-        ctx.validated_json = None
-        execute_hash = call_hash(tool.name, validated_arguments(ctx), ctx.principal, _run_scope(ctx))
+        ctx.validated_json = ctx.canonical_validated = None
+        ctx.idempotency_key = ctx.idempotency_basis = None
+        edited_hash = call_hash_of(tool.name, validated_text(ctx), ctx.principal, _run_scope(ctx))
+        execute_hash = _in_scheme_of(request.approved_hash or request.call_hash, edited_hash, ctx, tool.name)
     if not await store.consume(request.id, call_hash=execute_hash, now=time.time()):
         ctx.decision = Decision.APPROVAL_REFUSED
         return ToolError(
@@ -233,16 +241,28 @@ class ApprovalService:
         self,
         approval_id: str,
         approver: Principal | str,
-        edited_args: dict[str, Any] | None = None,
+        edited_arguments: dict[str, Any] | None = None,
         *,
         note: str | None = None,
+        edited_args: dict[str, Any] | None = None,
     ) -> ApprovalRequest:
         """Approve a pending request, optionally with edited arguments (validated, newly hashed).
 
-        Raises `UserError` when the approver may not decide it (self-approval, another tenant, a
-        missing role) or the edited arguments are invalid, and `ApprovalStateError` when the
-        request is not pending any more.
+        `edited_arguments` is the name the stored request uses; the old keyword `edited_args` still
+        works and warns (DeprecationWarning). Raises `UserError` when the approver may not decide it
+        (self-approval, another tenant, a missing role) or the edited arguments are invalid, and
+        `ApprovalStateError` when the request is not pending any more.
         """
+        if edited_args is not None:
+            warnings.warn(
+                "approve(edited_args=...) is deprecated; pass edited_arguments=...",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if edited_arguments is not None:
+                raise UserError("approve() got both edited_arguments= and its deprecated name edited_args=")
+            edited_arguments = edited_args
+        edited_args = edited_arguments
         request = await self._decidable(approval_id, approver)
         approved_hash = None
         if edited_args is not None:

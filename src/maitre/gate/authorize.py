@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 
 from ..jsonutil import to_jsonable
-from ..policy import Action, PolicyRequest, decide
+from ..policy import Action, PolicyDecision, PolicyRequest, decide
 from ..types import ErrorCode, ToolError
 from .base import CallContext, Decision
 
@@ -44,8 +44,7 @@ async def authorize(ctx: CallContext) -> ToolError | None:
     if tool.owner is None:
         static = ctx.gate.static_decision(tool)
         if static is not None:
-            ctx.policy = static
-            return None
+            return _apply(ctx, static)
     needs_arguments = tool.owner is not None or policy.uses_arguments
     arguments = validated_arguments(ctx) if needs_arguments else {}
     if tool.owner is not None:
@@ -60,6 +59,10 @@ async def authorize(ctx: CallContext) -> ToolError | None:
     decision = await decide(
         ctx.gate.policy, PolicyRequest(tool=tool, arguments=arguments, principal=ctx.principal, run=ctx.run)
     )
+    return _apply(ctx, decision)
+
+
+def _apply(ctx: CallContext, decision: PolicyDecision) -> ToolError | None:
     ctx.policy = decision
     if decision.action is Action.DENY:
         return _denied(ctx, f"{decision.rule}: {decision.reason}".strip(": "))

@@ -120,13 +120,19 @@ class CallContext:
     """Set by resolve."""
     arguments: dict[str, Any] | None = None
     """Parsed JSON arguments (set by decode)."""
+    arguments_json: str | None = None
+    """The JSON text validation reads for arguments that came as a dict (set by decode)."""
     canonical_arguments: str | None = None
-    """Canonical JSON of the arguments: what fingerprints and hashes are computed over."""
+    """RFC 8785 text of the decoded arguments: what the loop guard's fingerprint is taken over."""
     fingerprint: str | None = None
+    """The loop guard's hash of (tool, canonical arguments)."""
     validated: Any = None
     """The validated arguments (a pydantic model instance, or the dict for schema tools)."""
     validated_json: dict[str, Any] | None = None
     """The validated arguments as JSON-ready data (what policies, hashes and approvers see)."""
+    canonical_validated: str | None = None
+    """RFC 8785 text of `validated_json`, computed once when a hash needs it (`validated_text`):
+    the call hash, the idempotency key and the audit digest are all taken over it."""
     decision: Decision = Decision.ALLOW
     """What governance decided (recorded in the audit log)."""
     policy: PolicyDecision | None = None
@@ -145,6 +151,9 @@ class CallContext:
     """A LOOP_DETECTED error held back until the approval stage has checked whether a verified,
     consumed approval covers the call (only that exempts a repeated call)."""
     idempotency_key: str | None = None
+    """The key this call's write runs under (minted once per call, see `idempotency.mint_key`)."""
+    idempotency_basis: str | None = None
+    """What the key was minted from: `host`, `business_key`, `run` or `arguments`."""
     owns_key: bool = False
     """True when this call claimed its idempotency key and must settle it."""
     replay: dict[str, Any] | None = None

@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..jsonutil import canonical_json
+from ..tools import Tool
 from ..types import ErrorCode, ToolError, ToolResult
 from .base import CallContext, Decision
 
-__all__ = ["Budgets", "RateLimit", "budget", "charge"]
+__all__ = ["Budgets", "RateLimit", "bucket_for", "budget", "budget_counts", "can_limit", "charge"]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -42,7 +43,25 @@ class Budgets:
     """Buckets for specific tools, by canonical name."""
 
 
-async def budget(ctx: CallContext) -> ToolError | None:
+def bucket_for(budgets: Budgets, tool: Tool) -> RateLimit | None:
+    """The rate limit that applies to `tool`, if any."""
+    return budgets.rate_limits.get(tool.name, budgets.rate_limit)
+
+
+def can_limit(budgets: Budgets, tool: Tool) -> bool:
+    """Whether any budget or rate limit can ever refuse a call of `tool` (else the stage is not in
+    the tool's plan, and its calls are not counted)."""
+    return (
+        budgets.max_calls_per_run is not None
+        or tool.name in budgets.per_tool
+        or tool.effect.value in budgets.per_class
+        or bucket_for(budgets, tool) is not None
+    )
+
+
+def budget_counts(ctx: CallContext) -> ToolError | None:
+    """The per-run, per-tool and per-class counters: the whole budget stage for a tool without a
+    rate limit, as a plain function (it never waits)."""
     tool = ctx.tool
     assert tool is not None
     budgets: Budgets = ctx.gate.budgets
@@ -55,7 +74,18 @@ async def budget(ctx: CallContext) -> ToolError | None:
     limit = budgets.per_class.get(tool.effect.value)
     if limit is not None and run.class_calls[tool.effect.value] >= limit:
         return _exceeded(ctx, "class", limit, f"{tool.effect.value} calls in this run")
-    bucket = budgets.rate_limits.get(tool.name, budgets.rate_limit)
+    return None
+
+
+async def budget(ctx: CallContext) -> ToolError | None:
+    """The budget stage: the counters, then the tool's rate limit (in the shared store)."""
+    refused = budget_counts(ctx)
+    if refused is not None:
+        return refused
+    tool = ctx.tool
+    assert tool is not None
+    budgets: Budgets = ctx.gate.budgets
+    bucket = bucket_for(budgets, tool)
     if bucket is not None:
         key = canonical_json(["rate", ctx.principal.tenant, ctx.principal.user, tool.name])
         wait = await ctx.gate.stores.rate_limits.acquire(

@@ -11,6 +11,10 @@ naming the argument path (a hash of such text would raise deep in the pipeline i
 - NaN, Infinity and numbers beyond the range of a double (`1e400` would become `inf` in a float
   field): JSON has none of them, and a tool would compute with them.
 
+Decode also writes what the call is hashed by: `ctx.canonical_arguments`, the RFC 8785 text of the
+arguments (a fraction parsed from text is the JSON number it was; a Python caller's `Decimal` is its
+exact string, as validation reads it), and the loop guard's fingerprint over it (see `hashing`).
+
 Duplicate keys (`{"amount": "1", "amount": "9000"}`, where parsers disagree on which wins) are
 refused where the gate sees the raw JSON text: `ToolCall.arguments` as str or bytes, as OpenAI-
 style adapters pass it. They are out of reach when the arguments arrive as a dict, because a JSON
@@ -27,12 +31,14 @@ import sys
 from decimal import Decimal
 from typing import Any
 
-from ..jsonutil import canonical_json, sha256_hex
+from ..audit.canonical import fast_canonical, hash_text
+from ..jsonutil import canonical_json
 from ..types import ErrorCode, ToolError
 from .base import CallContext
+from .hashing import sha256_text
 from .teaching import example_call, json_path
 
-__all__ = ["decode", "json_text"]
+__all__ = ["decode", "decode_now", "json_text"]
 
 _MAX_FLOAT = sys.float_info.max
 _MAX_DECIMAL = Decimal(_MAX_FLOAT)
@@ -75,13 +81,20 @@ def json_text(raw: str | bytes | bytearray) -> str:
 
 
 async def decode(ctx: CallContext) -> ToolError | None:
+    """The decode stage (see the module docstring)."""
+    return decode_now(ctx)
+
+
+def decode_now(ctx: CallContext) -> ToolError | None:
+    """The decode stage as a plain function: it never waits, so a tool's plan calls it directly."""
     tool = ctx.tool
     assert tool is not None
-    raw = ctx.call.arguments
+    raw: Any = ctx.call.arguments
     limit = ctx.gate.limits.max_argument_bytes
     if raw is None or raw == "":
         raw = {}
-    if isinstance(raw, str | bytes | bytearray):
+    from_text = isinstance(raw, str | bytes | bytearray)
+    if from_text:
         size = len(raw)
         if size > limit:
             return _too_large(ctx, size, limit)
@@ -125,7 +138,7 @@ async def decode(ctx: CallContext) -> ToolError | None:
     try:
         bad = _first_bad(raw)
     except RecursionError:
-        bad = None  # canonical_json below refuses the same nesting with its own message
+        bad = None  # the encoders below refuse the same nesting with their own message
     if bad is not None:
         kind, path, value = bad
         if kind == "number":
@@ -134,22 +147,45 @@ async def decode(ctx: CallContext) -> ToolError | None:
         shown = f"the key {json.dumps(value)} in {json_path(path[:-1])}" if kind == "key" else None
         return _not_unicode(tool.name, shown or json_path(path))
     try:
-        canonical = canonical_json(raw)
+        if from_text:
+            canonical = fast_canonical(raw)
+            if canonical is None:  # a fraction, a long integer, a key beyond the BMP: JCS's own writer
+                canonical = hash_text(_numbers(raw))
+            as_json = None
+            size = len(canonical)
+        else:
+            as_json = fast_canonical(raw)  # JSON-only data: its sorted-key text already is RFC 8785's
+            if as_json is None:
+                as_json = canonical_json(raw)  # what validation reads: a caller's Decimal is its exact string
+                if not _is_unicode(as_json):  # text in a non-JSON value (a model instance) a caller passed
+                    return _not_unicode(tool.name, "$")
+                canonical = hash_text(json.loads(as_json))
+            else:
+                canonical = as_json
+            size = len(as_json)
     except (TypeError, ValueError, RecursionError):
         return ToolError(
             ErrorCode.INVALID_ARGUMENTS,
             f"The arguments for {tool.name} contain values that are not JSON (or nest too deeply).",
         )
-    if len(canonical) > limit:
-        return _too_large(ctx, len(canonical), limit)
-    try:
-        fingerprint = sha256_hex(f"{tool.name}\x00{canonical}")[:32]
-    except UnicodeEncodeError:  # text inside a non-JSON value (a model instance) a caller passed
-        return _not_unicode(tool.name, "$")
+    if size > limit:
+        return _too_large(ctx, size, limit)
     ctx.arguments = raw
+    ctx.arguments_json = as_json
     ctx.canonical_arguments = canonical
-    ctx.fingerprint = fingerprint
+    ctx.fingerprint = sha256_text(f"{tool.name}\x00{canonical}")[:32]
     return None
+
+
+def _numbers(value: Any) -> Any:
+    """Parsed JSON with its numbers as JSON numbers again (decode parses fractions as Decimal)."""
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, dict):
+        return {key: _numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_numbers(item) for item in value]
+    return value
 
 
 def _first_bad(value: Any) -> tuple[str, tuple[Any, ...], Any] | None:

@@ -14,6 +14,11 @@ The user is part of every key, so another user of the same tenant who sends the 
 host key reaches a key of their own, never the first user's result. A key the model writes is
 never trusted (tools receive the minted key through an `IdempotencyKey` parameter).
 
+Keys are hash format version 2 (`idk2_...`, over the RFC 8785 text of the validated arguments,
+see `hashing`), minted once per call. A key minted before the version change (`idk_...`) is
+still honoured: when the new key is not found and the store may hold old records, the old key is
+looked up, and a call that has one continues under it (replay, wait or reconcile).
+
 The intent is recorded before the side effect (`begin`), with its owner (this process, see
 `owners`) and a lease as long as the call can possibly run. Then:
 
@@ -34,7 +39,6 @@ unexpected exception marks it uncertain, because the side effect may have happen
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import logging
@@ -43,13 +47,15 @@ from typing import Any, Literal
 
 import anyio
 
+from ..audit.canonical import hash_text
 from ..context import IdempotencyKey, NeedsInput
-from ..jsonutil import canonical_json, compact_json, sha256_hex
+from ..jsonutil import compact_json
 from ..stores.base import IdempotencyRecord
 from ..tools import Tool
 from ..types import Effect, ErrorCode, ToolError, ToolResult
 from .authorize import validated_arguments
 from .base import CallContext, Decision, GateLimits
+from .hashing import json_string, key_of, legacy_key, may_hold_legacy, sha256_text, validated_text
 from .owners import current_owner, owner_status
 
 __all__ = [
@@ -72,11 +78,12 @@ LEASE_GRACE_S = 10.0
 
 
 def _basis(ctx: CallContext) -> tuple[Basis, dict[str, Any]]:
-    tool = ctx.tool
-    assert tool is not None
+    """Version 1's basis, as data (only for finding a key minted before the version change)."""
     host_key = ctx.options.idempotency_key
     if host_key:
         return "host", {"host_key": host_key}
+    tool = ctx.tool
+    assert tool is not None
     arguments = validated_arguments(ctx)
     if tool.business_key:
         return "business_key", {"business_key": {field: arguments.get(field) for field in tool.business_key}}
@@ -86,18 +93,41 @@ def _basis(ctx: CallContext) -> tuple[Basis, dict[str, Any]]:
 
 
 def _mint(ctx: CallContext) -> tuple[str, Basis]:
+    """(key, basis), minted once per call and kept on the context (the approval stage's
+    `will_replay` and the idempotency stage share it)."""
+    key = ctx.idempotency_key
+    if key is not None and ctx.idempotency_basis is not None:
+        return key, ctx.idempotency_basis  # type: ignore[return-value]
     tool = ctx.tool
     assert tool is not None
-    kind, basis = _basis(ctx)
-    identity = {"tenant": ctx.principal.tenant, "user": ctx.principal.user, "tool": tool.name, **basis}
-    # surrogatepass: a host key is the door's text, hashed as given; it must never make hashing fail.
-    digest = hashlib.sha256(canonical_json(identity).encode("utf-8", "surrogatepass")).hexdigest()
-    return "idk_" + digest[:40], kind
+    kind: Basis
+    host_key = ctx.options.idempotency_key
+    if host_key:
+        kind, key = "host", key_of(tool.name, ctx.principal, "host_key", json_string(host_key))
+    elif tool.business_key:
+        arguments = validated_arguments(ctx)
+        chosen = hash_text({field: arguments.get(field) for field in tool.business_key})
+        kind, key = "business_key", key_of(tool.name, ctx.principal, "business_key", chosen)
+    elif not ctx.run.ephemeral:
+        kind = "run"
+        key = key_of(tool.name, ctx.principal, "arguments", validated_text(ctx), run_id=ctx.run.run_id)
+    else:
+        kind, key = "arguments", key_of(tool.name, ctx.principal, "arguments", validated_text(ctx))
+    ctx.idempotency_key, ctx.idempotency_basis = key, kind
+    return key, kind
 
 
 def mint_key(ctx: CallContext) -> str:
     """The idempotency key of this call (see the module docstring for what it is made of)."""
     return _mint(ctx)[0]
+
+
+def _legacy(ctx: CallContext) -> str | None:
+    """The version-1 key of this call, when its store may still hold one (see `hashing`)."""
+    if not may_hold_legacy(ctx.gate.stores.idempotency):
+        return None
+    assert ctx.tool is not None
+    return legacy_key(ctx.tool.name, ctx.principal, _basis(ctx)[1])
 
 
 def needs_key(tool: Tool | None) -> bool:
@@ -122,7 +152,12 @@ async def will_replay(ctx: CallContext) -> bool:
     if not needs_key(ctx.tool):
         return False
     key, kind = _mint(ctx)
-    record = await ctx.gate.stores.idempotency.get(key, tenant=ctx.principal.tenant)
+    store, tenant = ctx.gate.stores.idempotency, ctx.principal.tenant
+    record = await store.get(key, tenant=tenant)
+    if record is None:
+        legacy = _legacy(ctx)
+        if legacy is not None:
+            record = await store.get(legacy, tenant=tenant)
     if record is None or record.state != "completed":
         return False
     window = _window(ctx, kind)
@@ -135,7 +170,6 @@ async def idempotency(ctx: CallContext) -> ToolError | None:
     if not needs_key(tool):
         return None
     key, kind = _mint(ctx)
-    ctx.idempotency_key = key
     store = ctx.gate.stores.idempotency
     tenant = ctx.principal.tenant
     lease = call_lease_s(tool, ctx.gate.limits)
@@ -143,7 +177,8 @@ async def idempotency(ctx: CallContext) -> ToolError | None:
     window = _window(ctx, kind)
     if ctx.decision is Decision.APPROVAL_REQUIRED:
         window = None  # the approval stage let this call through only to replay: never to run
-    fingerprint = sha256_hex(canonical_json(validated_arguments(ctx)))[:32]
+    fingerprint = sha256_text(validated_text(ctx))[:32]
+    legacy_checked = False
     for _ in range(5):  # a record that changes between our reads (released, taken over): look again
         now = time.time()
         existing = await store.begin(
@@ -157,6 +192,15 @@ async def idempotency(ctx: CallContext) -> ToolError | None:
             reuse_completed_after_s=window,
         )
         if existing is None:
+            if not legacy_checked:
+                legacy_checked = True
+                legacy = _legacy(ctx)
+                if legacy is not None and await store.get(legacy, tenant=tenant) is not None:
+                    # Minted before the hash format changed: the call continues under its old key,
+                    # so it replays, waits or is reconciled exactly as that key says - never twice.
+                    await store.release(key, tenant=tenant)
+                    key = ctx.idempotency_key = legacy
+                    continue
             return await _owned(ctx)
         if existing.state == "completed" and existing.result is not None:
             _replay(ctx, existing, kind, now)

@@ -15,10 +15,16 @@ from __future__ import annotations
 from ..types import ErrorCode, ToolError
 from .base import CallContext
 
-__all__ = ["confirm_loop_guard", "loop_guard", "note_outcome"]
+__all__ = ["confirm_loop_guard", "confirm_now", "loop_guard", "loop_guard_now", "note_outcome"]
 
 
 async def loop_guard(ctx: CallContext) -> ToolError | None:
+    """The loop guard stage (see the module docstring)."""
+    return loop_guard_now(ctx)
+
+
+def loop_guard_now(ctx: CallContext) -> ToolError | None:
+    """The loop guard as a plain function (it never waits)."""
     assert ctx.tool is not None and ctx.fingerprint is not None
     counts = ctx.run.fingerprints
     counts[ctx.fingerprint] += 1
@@ -42,6 +48,11 @@ async def loop_guard(ctx: CallContext) -> ToolError | None:
 
 async def confirm_loop_guard(ctx: CallContext) -> ToolError | None:
     """Refuse a repeated call that claimed an approval the approval stage did not verify and consume."""
+    return ctx.loop_refusal
+
+
+def confirm_now(ctx: CallContext) -> ToolError | None:
+    """`confirm_loop_guard` as a plain function."""
     return ctx.loop_refusal
 
 

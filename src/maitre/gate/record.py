@@ -1,8 +1,9 @@
 """Stage 11, record: one hash-chained audit entry per call, refused or executed.
 
 Arguments and results are stored as digests by default, so the audit log proves what happened
-without becoming a second copy of customer data; `audit_arguments="redacted"` stores the arguments
-with secret-looking fields masked instead.
+without becoming a second copy of customer data (the argument digest is sha256 of the call's RFC
+8785 text, the one its call hash and idempotency key are taken over); `audit_arguments="redacted"`
+stores the arguments, as RFC 8785 text, with secret-looking fields masked instead.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import time
 from typing import Literal
 
 from ..audit import AuditEntry, digest, redact
-from ..jsonutil import canonical_json
+from ..audit.canonical import canonical_json
 from ..types import ToolResult
 from .base import CallContext, Decision
+from .hashing import sha256_text, validated_text
 
 __all__ = ["AuditRecorder"]
 
@@ -26,13 +28,13 @@ class AuditRecorder:
         self.arguments = arguments
 
     async def __call__(self, ctx: CallContext, result: ToolResult) -> None:
-        arguments = ctx.validated_json if ctx.validated_json is not None else ctx.arguments
-        if arguments is None:
-            shown = None
-        elif self.arguments == "redacted":
-            shown = canonical_json(redact(arguments))
-        else:
-            shown = digest(arguments)
+        shown: str | None
+        if self.arguments == "redacted":
+            arguments = ctx.validated_json if ctx.validated_json is not None else ctx.arguments
+            shown = None if arguments is None else canonical_json(redact(arguments))
+        else:  # the digest of the text the call's other hashes were taken over (no new encoding)
+            text = validated_text(ctx) if ctx.validated_json is not None else ctx.canonical_arguments
+            shown = None if text is None else sha256_text(text)
         detail = ctx.detail
         if (
             detail is None

@@ -6,12 +6,18 @@ from ..types import ErrorCode, ToolError
 from .base import CallContext
 from .teaching import closest
 
-__all__ = ["resolve"]
+__all__ = ["resolve", "resolve_now"]
 
 _LISTED = 20
 
 
 async def resolve(ctx: CallContext) -> ToolError | None:
+    """The resolve stage (see the module docstring)."""
+    return resolve_now(ctx)
+
+
+def resolve_now(ctx: CallContext) -> ToolError | None:
+    """The resolve stage as a plain function (it never waits)."""
     name = ctx.call.name
     tool = ctx.gate.find_tool(name) if isinstance(name, str) else None
     visible = ctx.run.visible_tools

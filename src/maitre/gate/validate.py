@@ -31,7 +31,15 @@ from .base import CallContext
 from .decode import json_text
 from .teaching import invalid_arguments, problems_from_jsonschema, problems_from_pydantic
 
-__all__ = ["check_invalid_budget", "count_invalid", "strict_validate", "validate", "validate_arguments"]
+__all__ = [
+    "check_invalid_budget",
+    "count_invalid",
+    "invalid_budget_now",
+    "strict_validate",
+    "validate",
+    "validate_arguments",
+    "validate_now",
+]
 
 _TEXT = (str, bytes, bytearray)
 _SAFE_INTEGER = 2**53 - 1
@@ -40,6 +48,11 @@ _SAFE_INTEGER = 2**53 - 1
 
 async def check_invalid_budget(ctx: CallContext) -> ToolError | None:
     """Refuse a tool whose invalid-call budget for this run is spent."""
+    return invalid_budget_now(ctx)
+
+
+def invalid_budget_now(ctx: CallContext) -> ToolError | None:
+    """`check_invalid_budget` as a plain function (it never waits)."""
     assert ctx.tool is not None
     spent = ctx.run.invalid_calls[ctx.tool.name]
     budget = ctx.gate.limits.invalid_calls_per_tool
@@ -70,14 +83,20 @@ def _ascii_patterns(tool: Tool) -> dict[str, re.Pattern[str]]:
 
 
 async def validate(ctx: CallContext) -> ToolError | None:
+    """The validate stage (see the module docstring)."""
+    return validate_now(ctx)
+
+
+def validate_now(ctx: CallContext) -> ToolError | None:
+    """The validate stage as a plain function (it never waits)."""
     tool = ctx.tool
     assert tool is not None and ctx.arguments is not None
     if tool.input_model is not None:
         raw = ctx.call.arguments
         from_text = isinstance(raw, _TEXT) and bool(raw)
-        # The JSON the caller sent: its own text, or (for a dict) the canonical JSON of the dict,
+        # The JSON the caller sent: its own text, or (for a dict) the sorted-key JSON of the dict,
         # where a Python Decimal is the exact string the schema advertises.
-        text = json_text(raw) if from_text else ctx.canonical_arguments  # type: ignore[arg-type]
+        text = json_text(raw) if from_text else ctx.arguments_json  # type: ignore[arg-type]
         assert text is not None
         validated, problems = strict_validate(tool, ctx.arguments, text, from_text=from_text)
         if problems:
