@@ -5,6 +5,9 @@ memory, SQLite (synchronous NORMAL and FULL) and Postgres (if reachable), and pr
 The anchor is the floor SQLite itself sets on this machine: three bare autocommit INSERTs through
 `sqlite3` into the same kind of WAL file, with no hashing, no JSON and no async layer.
 
+The `sqlite :memory:` row runs the same SQL concerns on a private in-memory SQLite database: the
+price an in-memory *engine* would add over the plain-Python `MemoryStores` (why those stay Python).
+
 Absolute numbers are only indicative on a shared machine; compare the ratios.
 """
 
@@ -20,7 +23,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from maitre.audit import AuditEntry, digest
-from maitre.stores import MemoryStores, SQLiteStores, Stores
+from maitre.storage import MemoryStores, SQLiteStores, Stores
 
 __all__ = ["main"]
 
@@ -52,15 +55,26 @@ def _gate_step(stores: Stores) -> Callable[[int], Awaitable[None]]:
     async def step(i: int) -> None:
         key = f"run-1:{i}"
         now = time.time()
-        owned = await stores.idempotency.begin(key, tenant="acme", tool="issue_refund", fingerprint=args_digest,
-                                               now=now)
+        owned = await stores.idempotency.begin(
+            key, tenant="acme", tool="issue_refund", fingerprint=args_digest, now=now
+        )
         assert owned is None
         await stores.idempotency.complete(key, result, tenant="acme", now=now)
-        await stores.audit.append(AuditEntry(
-            at=now, user="ann", tenant="acme", tool="issue_refund", decision="allow", run_id="run-1",
-            call_id=f"c{i}", call_hash=args_digest, arguments=args_digest, result_digest=digest(result),
-            duration_ms=0.2,
-        ))
+        await stores.audit.append(
+            AuditEntry(
+                at=now,
+                user="ann",
+                tenant="acme",
+                tool="issue_refund",
+                decision="allow",
+                run_id="run-1",
+                call_id=f"c{i}",
+                call_hash=args_digest,
+                arguments=args_digest,
+                result_digest=digest(result),
+                duration_ms=0.2,
+            )
+        )
 
     return step
 
@@ -87,12 +101,17 @@ async def _run() -> list[tuple[str, list[float]]]:
         rows.append(("sqlite3 floor: 3 bare INSERTs (anchor)", _anchor(os.path.join(tmp, "anchor.db"))))
         memory = MemoryStores()
         rows.append(("memory: begin+complete+append", await _measure(_gate_step(memory), N)))
+        in_memory = SQLiteStores(":memory:")
+        rows.append(
+            ("sqlite :memory: engine: begin+complete+append", await _measure(_gate_step(in_memory), N))
+        )
+        await in_memory.close()
         for mode in ("NORMAL", "FULL"):
             stores = SQLiteStores(os.path.join(tmp, f"{mode}.db"), synchronous=mode)  # type: ignore[arg-type]
             rows.append((f"sqlite {mode}: begin+complete+append", await _measure(_gate_step(stores), N)))
             await stores.close()
         try:
-            from maitre.stores.postgres import PostgresStores
+            from maitre.storage.postgres import PostgresStores
 
             schema = f"maitre_bench_{os.getpid()}"
             pg = await PostgresStores.open(PG_DSN, schema=schema)
@@ -113,13 +132,13 @@ async def _run() -> list[tuple[str, list[float]]]:
 def main() -> None:
     rows = anyio.run(_run)
     anchor_p50 = _percentiles(rows[0][1])[0]
-    print(f"{'store sequence per write call':<44} {'p50 µs':>9} {'p99 µs':>9} {'p50 ratio':>10}")
+    print(f"{'store sequence per write call':<46} {'p50 µs':>9} {'p99 µs':>9} {'p50 ratio':>10}")
     for name, samples in rows:
         if not samples:
-            print(f"{name:<44} {'-':>9} {'-':>9} {'-':>10}")
+            print(f"{name:<46} {'-':>9} {'-':>9} {'-':>10}")
             continue
         p50, p99 = _percentiles(samples)
-        print(f"{name:<44} {p50:>9.1f} {p99:>9.1f} {p50 / anchor_p50:>9.2f}x")
+        print(f"{name:<46} {p50:>9.1f} {p99:>9.1f} {p50 / anchor_p50:>9.2f}x")
 
 
 if __name__ == "__main__":

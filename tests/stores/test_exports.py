@@ -1,4 +1,4 @@
-"""The stores and audit packages declare sorted `__all__` lists whose names all exist."""
+"""The storage, stores and audit packages declare sorted `__all__` lists whose names all exist."""
 
 import importlib
 
@@ -14,6 +14,26 @@ MODULES = [
     "maitre.stores.sqlite",
     "maitre.stores.postgres",
     "maitre.stores.redis",
+    "maitre.storage",
+    "maitre.storage.approvals",
+    "maitre.storage.audit",
+    "maitre.storage.base",
+    "maitre.storage.engine",
+    "maitre.storage.engine.base",
+    "maitre.storage.engine.migrations",
+    "maitre.storage.engine.postgres",
+    "maitre.storage.engine.redis",
+    "maitre.storage.engine.sqlite",
+    "maitre.storage.handles",
+    "maitre.storage.idempotency",
+    "maitre.storage.memory",
+    "maitre.storage.postgres",
+    "maitre.storage.rate_limits",
+    "maitre.storage.runs",
+    "maitre.storage.schema",
+    "maitre.storage.sqlite",
+    "maitre.storage.tasks",
+    "maitre.mcp.tasks",
 ]
 
 

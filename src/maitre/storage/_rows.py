@@ -1,12 +1,9 @@
-"""Column lists, row <-> record conversion and SQL pieces shared by the SQL backends (SQLite, Postgres).
+"""Column lists, row <-> record conversion and SQL pieces shared by the SQL concerns.
 
-Both backends store JSON as TEXT, not JSONB: the text that went in is the text that comes out, so a
+Every engine stores JSON as TEXT, not JSONB: the text that went in is the text that comes out, so a
 stored idempotency result replays byte for byte and nothing is renormalised behind our back.
 Column names avoid SQL keywords (`user_id`, `at_ts`, `idem_key`) so the same names work everywhere.
-
-The SQL built here differs between the backends only in the parameter mark (`?` for SQLite, `%s`
-for psycopg), passed as `mark`; statements whose semantics differ (locking, upserts, `LIMIT` for
-"no limit") stay in each backend.
+The SQL built here is portable (`?` placeholders, `{s}.table`; see `maitre.storage.engine.base`).
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from maitre.audit.chain import AuditEntry
-from maitre.stores.base import (
+from maitre.storage.base import (
     ApprovalRequest,
     ApprovalStatus,
     HandleData,
@@ -38,7 +35,6 @@ __all__ = [
     "assignments",
     "audit_from_row",
     "audit_to_row",
-    "bucket_params",
     "bucket_wait",
     "decidable_from_row",
     "decision_row",
@@ -46,6 +42,7 @@ __all__ = [
     "handle_from_row",
     "idempotency_from_row",
     "insert_sql",
+    "limit_sql",
     "load_json",
     "run_filter",
     "run_from_row",
@@ -144,8 +141,25 @@ def approval_to_row(r: ApprovalRequest) -> tuple[Any, ...]:
 
 def approval_from_row(row: Sequence[Any], now: float) -> ApprovalRequest:
     """A request as readers see it: `status` is the effective one at `now`."""
-    (id_, tool, arguments, call_hash, user, tenant, run_id, reason, created_at, expires_at, status,
-     approver, decided_at, message, edited, approved_hash, used_at) = row
+    (
+        id_,
+        tool,
+        arguments,
+        call_hash,
+        user,
+        tenant,
+        run_id,
+        reason,
+        created_at,
+        expires_at,
+        status,
+        approver,
+        decided_at,
+        message,
+        edited,
+        approved_hash,
+        used_at,
+    ) = row
     return ApprovalRequest(
         id=id_,
         tool=tool,
@@ -254,8 +268,26 @@ def audit_to_row(e: AuditEntry) -> tuple[Any, ...]:
 
 
 def audit_from_row(row: Sequence[Any]) -> AuditEntry:
-    (seq, at, user, tenant, tool, decision, run_id, call_id, call_hash, approval_id, arguments,
-     result_digest, error_code, detail, duration_ms, replayed, prev_hash, hash_) = row
+    (
+        seq,
+        at,
+        user,
+        tenant,
+        tool,
+        decision,
+        run_id,
+        call_id,
+        call_hash,
+        approval_id,
+        arguments,
+        result_digest,
+        error_code,
+        detail,
+        duration_ms,
+        replayed,
+        prev_hash,
+        hash_,
+    ) = row
     return AuditEntry(
         seq=seq,
         at=at,
@@ -282,32 +314,40 @@ def audit_from_row(row: Sequence[Any]) -> AuditEntry:
 
 
 def select_sql(table: str, columns: Sequence[str]) -> str:
-    """`SELECT <columns> FROM <table>`."""
-    return f"SELECT {', '.join(columns)} FROM {table}"
+    """`SELECT <columns> FROM {s}.<table>`."""
+    return f"SELECT {', '.join(columns)} FROM {{s}}.{table}"
 
 
-def insert_sql(table: str, columns: Sequence[str], mark: str) -> str:
-    """`INSERT INTO <table> (<columns>) VALUES (<one mark per column>)`."""
-    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join([mark] * len(columns))})"
+def insert_sql(table: str, columns: Sequence[str]) -> str:
+    """`INSERT INTO {s}.<table> (<columns>) VALUES (?, ...)`."""
+    return f"INSERT INTO {{s}}.{table} ({', '.join(columns)}) VALUES ({', '.join(['?'] * len(columns))})"
 
 
-def assignments(columns: Sequence[str], mark: str) -> str:
+def assignments(columns: Sequence[str]) -> str:
     """`a = ?, b = ?`: the SET list of an UPDATE of `columns`."""
-    return ", ".join(f"{column} = {mark}" for column in columns)
+    return ", ".join(f"{column} = ?" for column in columns)
 
 
-def _where(conditions: list[str], params: list[Any], mark: str, **equal: Any) -> tuple[str, list[Any]]:
-    """` WHERE <conditions> AND <column> = <mark> ...` for each `equal` value that is not None, and
+def limit_sql(limit: int | None, params: list[Any]) -> str:
+    """` LIMIT ?` with its parameter appended, or "" for no limit (SQLite has no `LIMIT NULL`)."""
+    if limit is None:
+        return ""
+    params.append(limit)
+    return " LIMIT ?"
+
+
+def _where(conditions: list[str], params: list[Any], **equal: Any) -> tuple[str, list[Any]]:
+    """` WHERE <conditions> AND <column> = ? ...` for each `equal` value that is not None, and
     its parameters ("" when there is no condition)."""
     for column, value in equal.items():
         if value is not None:
-            conditions.append(f"{column} = {mark}")
+            conditions.append(f"{column} = ?")
             params.append(value)
     return (f" WHERE {' AND '.join(conditions)}" if conditions else ""), params
 
 
 def approval_filter(
-    *, status: ApprovalStatus | None, tenant: str | None, now: float, mark: str
+    *, status: ApprovalStatus | None, tenant: str | None, now: float
 ) -> tuple[str, list[Any]]:
     """The ` WHERE ...` clause (or "") and its parameters for `ApprovalStore.list`.
 
@@ -315,24 +355,18 @@ def approval_filter(
     ones, and `expired` (never stored) matches a pending or approved request past its expiry.
     """
     if status in ("pending", "approved"):
-        return _where([f"status = {mark} AND expires_at > {mark}"], [status, now], mark, tenant=tenant)
+        return _where(["status = ? AND expires_at > ?"], [status, now], tenant=tenant)
     if status == "expired":
-        expired = f"status IN ('pending', 'approved') AND expires_at <= {mark}"
-        return _where([expired], [now], mark, tenant=tenant)
-    return _where([], [], mark, status=status, tenant=tenant)
+        return _where(["status IN ('pending', 'approved') AND expires_at <= ?"], [now], tenant=tenant)
+    return _where([], [], status=status, tenant=tenant)
 
 
-def run_filter(*, status: str | None, tenant: str | None, mark: str) -> tuple[str, list[Any]]:
+def run_filter(*, status: str | None, tenant: str | None) -> tuple[str, list[Any]]:
     """The ` WHERE ...` clause (or "") and its parameters for `RunStore.list`."""
-    return _where([], [], mark, status=status, tenant=tenant)
+    return _where([], [], status=status, tenant=tenant)
 
 
 # ------------------------------------------------------------------------------------------- rate limits
-
-
-def bucket_params(key: str, *, rate_per_s: float, burst: int, cost: float, now: float) -> dict[str, Any]:
-    """The named parameters of the backends' one-statement token-bucket upsert."""
-    return {"key": key, "burst": float(burst), "cost": float(cost), "now": now, "rate": float(rate_per_s)}
 
 
 def bucket_wait(tokens: float, allowed: Any, *, rate_per_s: float, cost: float) -> float:

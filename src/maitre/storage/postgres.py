@@ -1,0 +1,64 @@
+"""PostgreSQL stores: for many maitre processes on many hosts sharing one database.
+
+The engine (`maitre.storage.engine.postgres`) holds the `psycopg_pool` pool and the schema; each
+concern is the SQL one, shared with SQLite.
+"""
+
+from __future__ import annotations
+
+from maitre.storage.approvals import SQLApprovalStore
+from maitre.storage.audit import SQLAuditStore
+from maitre.storage.base import Stores
+from maitre.storage.engine.postgres import PostgresEngine
+from maitre.storage.handles import SQLHandleStore
+from maitre.storage.idempotency import SQLIdempotencyStore
+from maitre.storage.rate_limits import SQLRateLimiter
+from maitre.storage.runs import SQLRunStore
+from maitre.storage.schema import GATE_SCHEMA
+
+__all__ = ["PostgresStores"]
+
+
+class PostgresStores(Stores):
+    """Every store in one Postgres schema, shared by any number of processes and hosts.
+
+    The constructor does no I/O (the schema is created or migrated by the first operation); prefer
+    `await PostgresStores.open(dsn)`, which connects and migrates up front so a wrong DSN fails at
+    start-up.
+
+    Example:
+        >>> stores = await PostgresStores.open("postgresql://postgres@127.0.0.1:5432/test", schema="maitre")
+        >>> await stores.runs.save("r1", tenant="t", status="paused", state_json="{}")
+        >>> await stores.close()
+    """
+
+    def __init__(
+        self, dsn: str, *, schema: str = "maitre", pool_size: int = 4, max_lifetime_s: float = 1800.0
+    ) -> None:
+        engine = PostgresEngine(dsn, schema=schema, pool_size=pool_size, max_lifetime_s=max_lifetime_s)
+        engine.require(GATE_SCHEMA)
+        self.db = engine
+        """The engine (its `dsn`, `schema` and `q()`, for tools and tests)."""
+        super().__init__(
+            approvals=SQLApprovalStore(engine),
+            idempotency=SQLIdempotencyStore(engine),
+            audit=SQLAuditStore(engine),
+            handles=SQLHandleStore(engine),
+            runs=SQLRunStore(engine),
+            rate_limits=SQLRateLimiter(engine),
+            backend="postgres",
+            closers=[engine.close],
+        )
+
+    @classmethod
+    async def open(
+        cls, dsn: str, *, schema: str = "maitre", pool_size: int = 4, max_lifetime_s: float = 1800.0
+    ) -> PostgresStores:
+        """Connect, create or migrate the schema, and return the stores."""
+        stores = cls(dsn, schema=schema, pool_size=pool_size, max_lifetime_s=max_lifetime_s)
+        try:
+            await stores.db.migrate(GATE_SCHEMA)
+        except BaseException:
+            await stores.close()
+            raise
+        return stores

@@ -1,0 +1,72 @@
+"""The default durable backend: every store in ONE SQLite file, safe for several processes.
+
+The engine (`maitre.storage.engine.sqlite`) says why: WAL, `synchronous=NORMAL`, busy handling that
+never blocks the event loop. Each concern is the SQL one, shared with Postgres.
+"""
+
+from __future__ import annotations
+
+import os
+
+from maitre.storage.approvals import SQLApprovalStore
+from maitre.storage.audit import SQLAuditStore
+from maitre.storage.base import Stores
+from maitre.storage.engine.sqlite import SQLiteEngine, Synchronous
+from maitre.storage.handles import SQLHandleStore
+from maitre.storage.idempotency import SQLIdempotencyStore
+from maitre.storage.rate_limits import SQLRateLimiter
+from maitre.storage.runs import SQLRunStore
+from maitre.storage.schema import GATE_SCHEMA
+
+__all__ = ["SQLiteStores"]
+
+
+class SQLiteStores(Stores):
+    """Every store in one SQLite file (WAL; safe for several processes on one machine).
+
+    Opening creates or migrates the file (see `maitre.storage.schema`); a file written by a newer
+    maitre, or one that is not a maitre database, is refused with a `StoreError`.
+
+    Example:
+        >>> stores = SQLiteStores("maitre.db")
+        >>> await stores.audit.append(AuditEntry(at=time.time(), user="ann", tenant="t", tool="x",
+        ...                                      decision="allow"))
+        >>> await stores.close()
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "NORMAL",
+        busy_timeout_s: float = 10.0,
+    ) -> None:
+        engine = SQLiteEngine(path, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
+        try:
+            engine.migrate_now(GATE_SCHEMA)
+        except BaseException:
+            engine.close_now()
+            raise
+        self.db = engine
+        """The engine (its `path` and `conn`, for tools and tests that look at the file)."""
+        super().__init__(
+            approvals=SQLApprovalStore(engine),
+            idempotency=SQLIdempotencyStore(engine),
+            audit=SQLAuditStore(engine),
+            handles=SQLHandleStore(engine),
+            runs=SQLRunStore(engine),
+            rate_limits=SQLRateLimiter(engine),
+            backend="sqlite",
+            closers=[engine.close],
+        )
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "NORMAL",
+        busy_timeout_s: float = 10.0,
+    ) -> SQLiteStores:
+        """Same as the constructor (opening a file is quick); here for symmetry with Postgres."""
+        return cls(path, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
