@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from ..tokens import count_tokens
 from .backend import Db
-from .model import Fact, MemoryPolicy
+from .model import Fact, MemoryPolicy, Profile
 from .rows import COLS, row_fact
 
-__all__ = ["PROFILE_ID", "profile_facts", "profile_text", "rebuild_profile"]
+__all__ = ["PROFILE_ID", "profile_facts", "profile_text", "read_profile", "rebuild_profile"]
 
 #: Summary id (and kind) of the profile.
 PROFILE_ID = "profile"
@@ -74,3 +74,14 @@ def rebuild_profile(db: Db, tenant: str, user: str, policy: MemoryPolicy, now_us
         "INSERT INTO memory_summary_sources (tenant, user_id, summary_id, fact_id) VALUES (?, ?, ?, ?)",
         [(tenant, user, PROFILE_ID, f.id) for f in used],
     )
+
+
+def read_profile(db: Db, tenant: str, user: str, policy: MemoryPolicy) -> Profile:
+    """The stored profile text (or, if none is stored yet, the text the current facts make) and its facts."""
+    rows = db.execute(
+        "SELECT text FROM memory_summaries WHERE tenant = ? AND user_id = ? AND id = ?",
+        (tenant, user, PROFILE_ID),
+    )
+    facts = profile_facts(db, tenant, user, policy)
+    text = rows[0][0] if rows else profile_text(facts, policy)[0]
+    return Profile(text=text, facts=facts, tokens=count_tokens(text) if text else 0)

@@ -9,16 +9,31 @@ Fusion always returns something, but "what is my blood type?" should return noth
 does not know (LongMemEval's abstention questions). A fact therefore qualifies only if it matched a
 query word, or its cosine similarity reaches `min_similarity`. Lexical matches ignore a list of
 stop words and chat filler ("my", "what", "remember"), so a shared "my" is not evidence.
+
+`rank` runs both rankers inside the caller's read transaction. Without native vectors (pgvector)
+the dense ranker searches the user's matrix in the process's `VectorCache`, loading it from the
+stored BLOBs when the user's version counter says another writer changed it.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["RRF_K", "Ranked", "fuse", "query_terms"]
+import numpy as np
+
+from .backend import Backend, Db
+from .vectors import VectorCache
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+__all__ = ["CANDIDATES", "RRF_K", "Ranked", "fuse", "query_terms", "rank"]
 
 RRF_K = 60
+CANDIDATES = 50
+"""How many candidates each ranker hands to fusion."""
 
 _STOP_WORDS = """a about above after again against all am an and any are as at be because been before being below
     between both but by can could did do does doing down during each few for from further had has have
@@ -85,3 +100,60 @@ def fuse(
             item.similarity = sim
     ranked = sorted(out.values(), key=lambda r: (-r.score, -(r.similarity or 0.0), r.seq))
     return ranked[:k]
+
+
+def rank(
+    db: Db,
+    backend: Backend,
+    cache: VectorCache,
+    *,
+    tenant: str,
+    user: str,
+    terms: list[str],
+    query_vector: NDArray[np.float32],
+    scope: str,
+    version: int,
+    dim: int,
+    k: int,
+    min_similarity: float,
+) -> list[Ranked]:
+    """The user's current facts for a query, fused from both rankers (see `fuse`).
+
+    `version` is the user's version counter read by the caller and `scope` the cache key of
+    (tenant, user); both matter only without native vectors.
+    """
+    lexical = backend.lexical(db, tenant, user, terms, CANDIDATES)
+    if backend.native_vectors:
+        dense = backend.dense(db, tenant, user, query_vector, CANDIDATES)
+    else:
+        dense = _dense_cached(db, backend, cache, tenant, user, query_vector, scope, version, dim)
+    return fuse(lexical, dense, k=k, min_similarity=min_similarity)
+
+
+def _dense_cached(
+    db: Db,
+    backend: Backend,
+    cache: VectorCache,
+    tenant: str,
+    user: str,
+    qvec: NDArray[np.float32],
+    scope: str,
+    version: int,
+    dim: int,
+) -> list[tuple[int, float]]:
+    hits = cache.search(scope, version, qvec, CANDIDATES)
+    if hits is not None:
+        return hits
+    seqs, blobs = backend.load_vectors(db, tenant, user, dim)
+    matrix = (
+        np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim).astype(np.float32)
+        if blobs
+        else np.zeros((0, dim), dtype=np.float32)
+    )
+    cache.put(scope, version, np.asarray(seqs, dtype=np.int64), matrix)
+    hits = cache.search(scope, version, qvec, CANDIDATES)
+    if hits is None:  # too large to cache: search the loaded matrix directly
+        sims = np.einsum("ij,j->i", matrix, qvec)
+        top = np.argsort(-sims)[:CANDIDATES]
+        hits = [(int(seqs[i]), float(sims[i])) for i in top]
+    return hits

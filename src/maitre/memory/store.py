@@ -20,29 +20,32 @@ to an embedding (~3 ms). Embedding always happens *before* the write transaction
 database write lock is held for well under a millisecond.
 
 Times are stored as integer microseconds since the epoch in both backends (portable and sortable).
+
+*A facade over one module per concept.* The store opens the transactions, embeds, and keeps the
+vector cache; the concepts work inside its transactions: `writes` (validation and the write path
+through `rules`), `retrieval` (both rankers and fusion), `profile`, `summaries`, `forget`
+(deletion), `export`, and `meta` (the tombstone secret and the embedder's identity). Reading rows
+back is `rows`.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-import secrets
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..embeddings import Embedder, default_embedder
 from ..exceptions import UserError
-from ..tokens import count_tokens
-from . import rules
-from .backend import Backend, Db
+from .backend import Backend
+from .export import export_document
 from .extract import Extractor, Message, RuleExtractor
 from .forget import erase
+from .meta import check_embedder, embedder_identity, record_embedder, tombstone_secret
 from .model import (
     DEFAULT_TENANT,
     Candidate,
@@ -52,35 +55,31 @@ from .model import (
     MemoryPolicy,
     Origin,
     Profile,
-    Status,
     Summary,
-    WriteAction,
     WriteOutcome,
     fact_text,
-    from_micros,
-    looks_secret,
     normalise_key,
     normalise_value,
     to_datetime,
     to_micros,
     tombstone_digest,
 )
-from .profile import PROFILE_ID, profile_facts, profile_text, rebuild_profile
-from .retrieval import fuse, query_terms
-from .rows import COLS, bump_version, chunks, facts_by_seq, insert_fact, row_fact, slot_rows, tombstoned
+from .profile import read_profile, rebuild_profile
+from .reads import current_values, key_history, user_facts, user_ids, values_at
+from .retrieval import query_terms, rank
+from .rows import bump_version, facts_by_seq
 from .sqlite import SQLiteBackend, scope_token
+from .summaries import load_summaries, store_summary
 from .vectors import VectorCache
+from .writes import PreparedWrite, apply_one, likely_winners, prepare
 
 if TYPE_CHECKING:
+    import numpy as np
     from numpy.typing import NDArray
 
 __all__ = ["MemoryStore"]
 
 log = logging.getLogger(__name__)
-
-_FUTURE_SKEW = timedelta(minutes=5)
-_CANDIDATES = 50  # per ranker, before fusion
-_SECRET_CHECK = b"maitre-memory-secret-check"
 
 
 def _utcnow() -> datetime:
@@ -159,42 +158,14 @@ class MemoryStore:
 
     def _init_secret(self, secret: bytes | None) -> bytes:
         with self.backend.write(["maitre-memory-meta"]) as db:
-            meta = dict(db.execute("SELECT name, value FROM memory_meta"))
-            if secret is None:
-                stored = meta.get("hmac_secret")
-                if stored is None and "secret_check" in meta:
-                    raise UserError(
-                        "This memory store was created with an external tombstone secret; pass the same "
-                        "`secret=` (or --secret-env for the CLI)."
-                    )
-                if stored is None:
-                    stored = secrets.token_hex(32)
-                    db.execute("INSERT INTO memory_meta (name, value) VALUES (?, ?)", ("hmac_secret", stored))
-                return bytes.fromhex(stored)
-            check = tombstone_digest(secret, "", "", "", _SECRET_CHECK.decode())
-            if "secret_check" not in meta and "hmac_secret" not in meta:
-                db.execute("INSERT INTO memory_meta (name, value) VALUES (?, ?)", ("secret_check", check))
-            elif meta.get("secret_check") != check:
-                raise UserError(
-                    "The tombstone secret does not match the one this memory store was created with; "
-                    "tombstones would stop matching. Pass the original secret."
-                )
-            return secret
+            return tombstone_secret(db, secret)
 
     def _check_embedder(self) -> None:
         if self._embedder_checked:
             return
-        emb = self.embedder
-        ident = f"{getattr(emb, 'name', type(emb).__name__)}/{emb.dim}"
+        identity = embedder_identity(self.embedder)
         with self.backend.write(["maitre-memory-meta"]) as db:
-            rows = db.execute("SELECT value FROM memory_meta WHERE name = 'embedder'")
-            if not rows:
-                db.execute("INSERT INTO memory_meta (name, value) VALUES ('embedder', ?)", (ident,))
-            elif rows[0][0] != ident:
-                raise UserError(
-                    f"This memory store's vectors were made by {rows[0][0]!r} but the store was opened with "
-                    f"{ident!r}. Open it with the same embedder, or call reindex() to re-embed every fact."
-                )
+            check_embedder(db, identity)
         self._embedder_checked = True
 
     # -- writing ----------------------------------------------------------------------------------
@@ -272,21 +243,28 @@ class MemoryStore:
         if not candidates:
             return []
         now = self._clock()
-        prepared = [self._prepare(user, tenant, c, now) for c in candidates]
-        vectors = self._embed_needed(user, tenant, prepared, unforget)
+        prepared = [prepare(user, tenant, c, policy=self.policy, now=now) for c in candidates]
+        vectors = self._embed_needed(prepared, unforget)
         outcomes: list[WriteOutcome] = []
         added: list[tuple[int, NDArray[np.float32]]] = []
         removed: list[int] = []
         with self.backend.write([f"{tenant}\x1f{user}"]) as db:
             profile_dirty = False
-            for fact, slot, multi in prepared:
-                outcome, add, rem = self._apply_one(
-                    db, fact, slot, multi, vectors, unforget=unforget, now=now
+            for item in prepared:
+                applied = apply_one(
+                    db,
+                    self.backend,
+                    item,
+                    vectors,
+                    digest=self._digest,
+                    embed=self._embed,
+                    unforget=unforget,
+                    now=now,
                 )
-                outcomes.append(outcome)
-                added += add
-                removed += rem
-                if (add or rem) and fact.key in self.policy.profile_keys:
+                outcomes.append(applied.outcome)
+                added += applied.indexed
+                removed += applied.unindexed
+                if (applied.indexed or applied.unindexed) and item.fact.key in self.policy.profile_keys:
                     profile_dirty = True
             if profile_dirty:
                 rebuild_profile(db, tenant, user, self.policy, to_micros(self._clock()))
@@ -298,7 +276,7 @@ class MemoryStore:
     def check(self, user: str, candidate: Candidate, *, tenant: str = DEFAULT_TENANT) -> str | None:
         """Why the store would refuse this candidate (a secret, a bad key, ...), or None if it is acceptable."""
         try:
-            self._prepare(user, tenant, candidate, self._clock())
+            prepare(user, tenant, candidate, policy=self.policy, now=self._clock())
         except UserError as exc:
             return str(exc)
         return None
@@ -338,71 +316,21 @@ class MemoryStore:
                 log.info("memory: skipped an extracted candidate for key %r: %s", c.key, reason)
         return self.apply_many(user, accepted, tenant=tenant)
 
-    def _prepare(self, user: str, tenant: str, c: Candidate, now: datetime) -> tuple[Fact, str, bool]:
-        if not user or not tenant:
-            raise UserError("A memory write needs a non-empty user and tenant.")
-        key = normalise_key(c.key)
-        value = " ".join(c.value.split())
-        if not value and not c.retract:
-            raise UserError(f"Memory value for {key!r} is empty; to end a value use retract().")
-        if len(value) > self.policy.max_value_chars:
-            raise UserError(
-                f"Memory value for {key!r} is {len(value)} characters; the limit is "
-                f"{self.policy.max_value_chars}. Store a short fact, not a document."
-            )
-        if self.policy.reject_secrets and looks_secret(key, value):
-            raise UserError(
-                f"Refusing to store {key!r}: it looks like a secret (card number, password, key). "
-                "Long-term memory must never hold secrets."
-            )
-        valid_from = to_datetime(c.valid_from, default=now)
-        if valid_from > now + _FUTURE_SKEW:
-            raise UserError(
-                f"valid_from {valid_from.isoformat()} is in the future; write a fact when it becomes true."
-            )
-        multi = key in self.policy.multi_valued
-        norm = normalise_value(value)
-        if multi and c.retract and not norm:
-            raise UserError(f"{key!r} holds several values; name the value that ended.")
-        slot = f"{key}\x1f{norm}" if multi else key
-        fact = Fact(
-            id=uuid.uuid4().hex,
-            tenant=tenant,
-            user=user,
-            key=key,
-            value=value,
-            valid_from=valid_from,
-            recorded_at=now,
-            source=c.source or "",
-            origin=Origin(c.origin),
-            status=Status.CURRENT,
-            retracted=c.retract,
-        )
-        return fact, slot, multi
-
     def _digest(self, fact: Fact) -> str:
         return tombstone_digest(self._secret, fact.tenant, fact.user, fact.key, normalise_value(fact.value))
 
-    def _embed_needed(
-        self, user: str, tenant: str, prepared: list[tuple[Fact, str, bool]], unforget: bool
-    ) -> dict[str, NDArray[np.float32]]:
+    def _embed_needed(self, prepared: list[PreparedWrite], unforget: bool) -> dict[str, NDArray[np.float32]]:
         """Embed, outside any transaction, the texts of candidates that look likely to become current.
 
         A batch (extraction, an import) embeds every text in one model call without asking the
         database first; a single write checks first, so a replay or a duplicate costs no embedding.
         """
         if len(prepared) > 1:
-            return self._embed([fact_text(f.key, f.value) for f, _, _ in prepared if not f.retracted])
-        wanted: list[str] = []
+            return self._embed(
+                [fact_text(p.fact.key, p.fact.value) for p in prepared if not p.fact.retracted]
+            )
         with self.backend.read() as db:
-            for fact, slot, multi in prepared:
-                if fact.retracted or (not unforget and tombstoned(db, self._digest(fact))):
-                    continue
-                rows = [f for _, f in slot_rows(db, tenant, user, slot)]
-                current = next((f for f in rows if f.status == Status.CURRENT), None)
-                action = rules.decide(fact, rows, current, multi_valued=multi)
-                if action in (WriteAction.INSERTED, WriteAction.CONFIRMED):
-                    wanted.append(fact_text(fact.key, fact.value))
+            wanted = likely_winners(db, prepared, digest=self._digest, unforget=unforget)
         return self._embed(wanted)
 
     def _embed(self, texts: list[str]) -> dict[str, NDArray[np.float32]]:
@@ -412,62 +340,6 @@ class MemoryStore:
         self._check_embedder()
         matrix = self.embedder.embed(unique)
         return dict(zip(unique, matrix, strict=True))
-
-    def _apply_one(
-        self,
-        db: Db,
-        fact: Fact,
-        slot: str,
-        multi: bool,
-        vectors: dict[str, NDArray[np.float32]],
-        *,
-        unforget: bool,
-        now: datetime,
-    ) -> tuple[WriteOutcome, list[tuple[int, NDArray[np.float32]]], list[int]]:
-        tenant, user = fact.tenant, fact.user
-        digest = self._digest(fact)
-        rows = slot_rows(db, tenant, user, slot)
-        current_row = next(((s, f) for s, f in rows if f.status == Status.CURRENT), None)
-        current = current_row[1] if current_row else None
-        visible = current if current is not None and not current.retracted else None
-        if not fact.retracted:
-            if unforget:
-                db.execute("DELETE FROM memory_tombstones WHERE digest = ?", (digest,))
-            elif tombstoned(db, digest):
-                return WriteOutcome(action=WriteAction.BLOCKED, current=visible), [], []
-        action = rules.decide(fact, [f for _, f in rows], current, multi_valued=multi)
-        if action in (WriteAction.DUPLICATE, WriteAction.IGNORED):
-            return WriteOutcome(action=action, current=visible), [], []
-        wins = action in (WriteAction.INSERTED, WriteAction.CONFIRMED)
-        if not wins:
-            assert current is not None
-            fact.status, fact.superseded_by, fact.superseded_at = Status.SUPERSEDED, current.id, now
-        seq = insert_fact(db, fact, slot)
-        if not wins:
-            return WriteOutcome(action=action, current=visible, stored=fact), [], []
-        added: list[tuple[int, NDArray[np.float32]]] = []
-        removed: list[int] = []
-        if current_row is not None:
-            old_seq, old = current_row
-            db.execute(
-                "UPDATE memory_facts SET status = 'superseded', superseded_by = ?, superseded_at = ? WHERE seq = ?",
-                (fact.id, to_micros(now), old_seq),
-            )
-            if not old.retracted:
-                self.backend.unindex(db, [(old_seq, tenant, user, fact_text(old.key, old.value))])
-                removed.append(old_seq)
-        if not fact.retracted:
-            text = fact_text(fact.key, fact.value)
-            vec = vectors.get(text)
-            if vec is None:  # another writer changed the slot between our read and this transaction
-                vec = self._embed([text])[text]
-            self.backend.index(db, [(seq, tenant, user, text, vec)])
-            added.append((seq, vec))
-        return (
-            WriteOutcome(action=action, current=None if fact.retracted else fact, stored=fact),
-            added,
-            removed,
-        )
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -502,58 +374,27 @@ class MemoryStore:
     ) -> list[Fact]:
         """The current facts of a key (several for a multi-valued key), oldest valid_from first."""
         key = normalise_key(key)
-        with self.backend.read() as db:
-            if valid_at is None and known_at is None:
-                rows = db.execute(
-                    f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ? "
-                    "AND status = 'current' AND retracted = 0",
-                    (tenant, user, key),
-                )
-                found = [row_fact(r)[1] for r in rows]
-            else:
-                now = self._clock()
-                valid = to_datetime(valid_at, default=to_datetime(known_at, default=now))
-                known = to_datetime(known_at, default=valid if valid_at is None else now)
-                rows = db.execute(
-                    f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ?",
-                    (tenant, user, key),
-                )
-                slots: dict[str, list[Fact]] = {}
-                for r in rows:
-                    slots.setdefault(self._slot_of(row_fact(r)[1]), []).append(row_fact(r)[1])
-                found = [
-                    w
-                    for w in (rules.winner(fs, valid_at=valid, known_at=known) for fs in slots.values())
-                    if w
-                ]
+        if valid_at is None and known_at is None:
+            with self.backend.read() as db:
+                found = current_values(db, tenant, user, key)
+        else:
+            now = self._clock()
+            valid = to_datetime(valid_at, default=to_datetime(known_at, default=now))
+            known = to_datetime(known_at, default=valid if valid_at is None else now)
+            with self.backend.read() as db:
+                found = values_at(db, tenant, user, key, policy=self.policy, valid_at=valid, known_at=known)
         return sorted(found, key=lambda f: (f.valid_from, f.recorded_at))
-
-    def _slot_of(self, fact: Fact) -> str:
-        if fact.key in self.policy.multi_valued:
-            return f"{fact.key}\x1f{normalise_value(fact.value)}"
-        return fact.key
 
     def history(self, user: str, key: str, *, tenant: str = DEFAULT_TENANT) -> list[Fact]:
         """Every stored fact of a key (current and superseded), by valid_from then recorded_at."""
         key = normalise_key(key)
         with self.backend.read() as db:
-            rows = db.execute(
-                f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? AND key = ? "
-                "ORDER BY valid_from, recorded_at, seq",
-                (tenant, user, key),
-            )
-        return [row_fact(r)[1] for r in rows]
+            return key_history(db, tenant, user, key)
 
     def facts(self, user: str, *, tenant: str = DEFAULT_TENANT, include_history: bool = False) -> list[Fact]:
         """All of a user's facts (current only unless `include_history`), by key then valid_from."""
-        where = "" if include_history else " AND status = 'current' AND retracted = 0"
         with self.backend.read() as db:
-            rows = db.execute(
-                f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ?{where} "
-                "ORDER BY key, valid_from, recorded_at, seq",
-                (tenant, user),
-            )
-        return [row_fact(r)[1] for r in rows]
+            return user_facts(db, tenant, user, include_history=include_history)
 
     def retrieve(
         self,
@@ -583,12 +424,20 @@ class MemoryStore:
         qvec = self.embedder.embed_query(query)
         terms = query_terms(query)
         with self.backend.read() as db:
-            lexical = self.backend.lexical(db, tenant, user, terms, _CANDIDATES)
-            if self.backend.native_vectors:
-                dense = self.backend.dense(db, tenant, user, qvec, _CANDIDATES)
-            else:
-                dense = self._dense_cached(db, tenant, user, qvec, int(version[0][0]))
-            ranked = fuse(lexical, dense, k=k, min_similarity=threshold)
+            ranked = rank(
+                db,
+                self.backend,
+                self._cache,
+                tenant=tenant,
+                user=user,
+                terms=terms,
+                query_vector=qvec,
+                scope=scope_token(tenant, user),
+                version=int(version[0][0]),
+                dim=self.embedder_dim,
+                k=k,
+                min_similarity=threshold,
+            )
             if not ranked:
                 return []
             by_seq = facts_by_seq(db, [r.seq for r in ranked])
@@ -598,40 +447,12 @@ class MemoryStore:
             if r.seq in by_seq and by_seq[r.seq].tenant == tenant and by_seq[r.seq].user == user
         ]
 
-    def _dense_cached(
-        self, db: Db, tenant: str, user: str, qvec: NDArray[np.float32], version: int
-    ) -> list[tuple[int, float]]:
-        scope = scope_token(tenant, user)
-        hits = self._cache.search(scope, version, qvec, _CANDIDATES)
-        if hits is not None:
-            return hits
-        seqs, blobs = self.backend.load_vectors(db, tenant, user, self.embedder_dim)
-        dim = self.embedder_dim
-        matrix = (
-            np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim).astype(np.float32)
-            if blobs
-            else np.zeros((0, dim), dtype=np.float32)
-        )
-        self._cache.put(scope, version, np.asarray(seqs, dtype=np.int64), matrix)
-        hits = self._cache.search(scope, version, qvec, _CANDIDATES)
-        if hits is None:  # too large to cache: search the loaded matrix directly
-            sims = np.einsum("ij,j->i", matrix, qvec)
-            top = np.argsort(-sims)[:_CANDIDATES]
-            hits = [(int(seqs[i]), float(sims[i])) for i in top]
-        return hits
-
     # -- profile and summaries ------------------------------------------------------------------------
 
     def profile(self, user: str, *, tenant: str = DEFAULT_TENANT) -> Profile:
         """The always-loaded profile: one `key: value` line per designated key, deterministic."""
         with self.backend.read() as db:
-            rows = db.execute(
-                "SELECT text FROM memory_summaries WHERE tenant = ? AND user_id = ? AND id = ?",
-                (tenant, user, PROFILE_ID),
-            )
-            facts = profile_facts(db, tenant, user, self.policy)
-        text = rows[0][0] if rows else profile_text(facts, self.policy)[0]
-        return Profile(text=text, facts=facts, tokens=count_tokens(text) if text else 0)
+            return read_profile(db, tenant, user, self.policy)
 
     def add_summary(
         self,
@@ -659,58 +480,13 @@ class MemoryStore:
             created_at=self._clock(),
         )
         with self.backend.write([f"{tenant}\x1f{user}"]) as db:
-            known = set()
-            for chunk in chunks(summary.sources):
-                marks = ", ".join("?" * len(chunk))
-                known |= {
-                    r[0]
-                    for r in db.execute(
-                        f"SELECT id FROM memory_facts WHERE tenant = ? AND user_id = ? AND id IN ({marks})",
-                        (tenant, user, *chunk),
-                    )
-                }
-            missing = [s for s in summary.sources if s not in known]
-            if missing or not summary.sources:
-                raise UserError(
-                    f"A summary must be built from this user's facts; unknown fact ids: {missing}."
-                )
-            db.execute(
-                "INSERT INTO memory_summaries (id, tenant, user_id, kind, text, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (summary.id, tenant, user, kind, text, to_micros(summary.created_at or self._clock())),
-            )
-            db.executemany(
-                "INSERT INTO memory_summary_sources (tenant, user_id, summary_id, fact_id) VALUES (?, ?, ?, ?)",
-                [(tenant, user, summary.id, s) for s in summary.sources],
-            )
+            store_summary(db, summary, created_us=to_micros(summary.created_at or self._clock()))
         return summary
 
     def summaries(self, user: str, *, tenant: str = DEFAULT_TENANT) -> list[Summary]:
         """Every stored summary of the user (the profile included), with its lineage."""
         with self.backend.read() as db:
-            rows = db.execute(
-                "SELECT id, kind, text, created_at FROM memory_summaries WHERE tenant = ? AND user_id = ? "
-                "ORDER BY created_at, id",
-                (tenant, user),
-            )
-            links = db.execute(
-                "SELECT summary_id, fact_id FROM memory_summary_sources WHERE tenant = ? AND user_id = ?",
-                (tenant, user),
-            )
-        sources: dict[str, list[str]] = {}
-        for sid, fid in links:
-            sources.setdefault(sid, []).append(fid)
-        return [
-            Summary(
-                id=r[0],
-                tenant=tenant,
-                user=user,
-                kind=r[1],
-                text=r[2],
-                sources=sorted(sources.get(r[0], [])),
-                created_at=from_micros(r[3]),
-            )
-            for r in rows
-        ]
+            return load_summaries(db, tenant, user)
 
     # -- deletion ---------------------------------------------------------------------------------
 
@@ -759,31 +535,19 @@ class MemoryStore:
     def export(self, user: str, *, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
         """Everything stored about a user, JSON-ready: facts with history, summaries, the profile."""
         facts = self.facts(user, tenant=tenant, include_history=True)
-        return {
-            "tenant": tenant,
-            "user": user,
-            "exported_at": self._clock().isoformat(),
-            "profile": self.profile(user, tenant=tenant).text,
-            "facts": [f.to_dict() for f in facts],
-            "summaries": [
-                {
-                    "id": s.id,
-                    "kind": s.kind,
-                    "text": s.text,
-                    "sources": s.sources,
-                    "created_at": s.created_at.isoformat() if s.created_at else None,
-                }
-                for s in self.summaries(user, tenant=tenant)
-            ],
-        }
+        return export_document(
+            tenant=tenant,
+            user=user,
+            exported_at=self._clock(),
+            profile=self.profile(user, tenant=tenant).text,
+            facts=facts,
+            summaries=self.summaries(user, tenant=tenant),
+        )
 
     def users(self, *, tenant: str = DEFAULT_TENANT) -> list[str]:
         """Users with at least one stored fact in the tenant."""
         with self.backend.read() as db:
-            rows = db.execute(
-                "SELECT DISTINCT user_id FROM memory_facts WHERE tenant = ? ORDER BY user_id", (tenant,)
-            )
-        return [r[0] for r in rows]
+            return user_ids(db, tenant)
 
     def reindex(self) -> int:
         """Re-embed every current fact with this store's embedder (after changing embedders)."""
@@ -792,17 +556,13 @@ class MemoryStore:
                 "SELECT seq, tenant, user_id, key, value FROM memory_facts WHERE status = 'current' AND retracted = 0"
             )
         vectors = self.embedder.embed([fact_text(r[3], r[4]) for r in rows]) if rows else None
-        emb = self.embedder
+        identity = embedder_identity(self.embedder)
         with self.backend.write(["maitre-memory-meta"]) as db:
             items = [(r[0], r[1], r[2], fact_text(r[3], r[4])) for r in rows]
             self.backend.unindex(db, items)
             if vectors is not None:
                 self.backend.index(db, [(*item, vectors[i]) for i, item in enumerate(items)])
-            db.execute("DELETE FROM memory_meta WHERE name = 'embedder'")
-            db.execute(
-                "INSERT INTO memory_meta (name, value) VALUES ('embedder', ?)",
-                (f"{getattr(emb, 'name', type(emb).__name__)}/{emb.dim}",),
-            )
+            record_embedder(db, identity)
             for tenant, user in {(r[1], r[2]) for r in rows}:
                 bump_version(db, tenant, user)
         self._cache.invalidate()
