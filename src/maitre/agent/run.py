@@ -9,10 +9,10 @@ from enum import StrEnum
 from typing import Any
 
 from ..context import RunContext
+from ..messages import Message, message_from_dict
 from ..models.base import Usage
 from ..types import ApprovalTicket, Principal, ToolCall
 from .limits import StopReason
-from .messages import Message, message_from_dict
 
 __all__ = ["PendingCall", "Run", "RunStatus"]
 

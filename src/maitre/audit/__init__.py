@@ -1,4 +1,9 @@
-"""The tamper-evident audit log: canonical hashing, sealing and verification of the chain."""
+"""The tamper-evident audit log: canonical hashing, sealing and verification of the chain.
+
+Layer: core, below storage. The stores import `maitre.audit` to seal entries inside their append
+transaction; the audit layer imports no store (it reads one through the `AuditSource` protocol)
+and no door (`agent`, `models`, `mcp`, `memory`, `search`, `cli`). See `maitre` for the rules.
+"""
 
 from maitre.audit.canonical import (
     DEFAULT_REDACT_KEYS,
@@ -11,6 +16,7 @@ from maitre.audit.canonical import (
 from maitre.audit.chain import (
     GENESIS_HASH,
     AuditEntry,
+    AuditSource,
     ChainVerifier,
     VerifyReport,
     entry_hash,
@@ -22,6 +28,7 @@ from maitre.audit.chain import (
 
 __all__ = [
     "AuditEntry",
+    "AuditSource",
     "ChainVerifier",
     "DEFAULT_REDACT_KEYS",
     "GENESIS_HASH",

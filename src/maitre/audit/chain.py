@@ -20,15 +20,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from maitre.audit.canonical import canonical_bytes
 
-if TYPE_CHECKING:
-    from maitre.stores.base import AuditStore
-
 __all__ = [
     "AuditEntry",
+    "AuditSource",
     "ChainVerifier",
     "GENESIS_HASH",
     "VerifyReport",
@@ -257,7 +255,18 @@ def verify(
     return verifier.report()
 
 
-async def iter_store(store: AuditStore, *, batch: int = 1000) -> AsyncIterator[AuditEntry]:
+class AuditSource(Protocol):
+    """**Protocol:** what `iter_store` and `verify_store` read; every `AuditStore` is one.
+
+    Declared here so the audit layer does not import the stores (which import it to seal entries).
+    """
+
+    async def entries(self, *, since_seq: int = 0, limit: int | None = None) -> list[AuditEntry]:
+        """Entries with seq > `since_seq`, in seq order, at most `limit` of them."""
+        ...
+
+
+async def iter_store(store: AuditSource, *, batch: int = 1000) -> AsyncIterator[AuditEntry]:
     """Every entry of an audit store in seq order, fetched `batch` at a time."""
     since = 0
     while True:
@@ -270,7 +279,7 @@ async def iter_store(store: AuditStore, *, batch: int = 1000) -> AsyncIterator[A
 
 
 async def verify_store(
-    store: AuditStore, *, anchor: tuple[int, str] | None = None, batch: int = 1000
+    store: AuditSource, *, anchor: tuple[int, str] | None = None, batch: int = 1000
 ) -> VerifyReport:
     """Verify a whole audit store, streaming it in batches (what `maitre audit verify` runs)."""
     verifier = ChainVerifier(anchor=anchor)

@@ -1,4 +1,9 @@
-"""The `maitre` command line (typer + rich). The CLI prints; the library never does."""
+"""The `maitre` command line (typer + rich). The CLI prints; the library never does.
+
+Layer: the outermost door. It may import every other layer (through public names); nothing in
+`maitre` imports it. `maitre serve` is `maitre.mcp.serve.serve_command`, shared with
+`python -m maitre.mcp serve`.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,10 @@ import sys
 
 import typer
 
+from ..mcp.serve import serve_command
 from . import governance, memory, runs, tools_cmds
 from .demo import demo_command
-from .mcp_cmds import mcp_app, serve_command
+from .mcp_cmds import mcp_app
 
 __all__ = ["app", "main"]
 

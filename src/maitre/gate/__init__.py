@@ -1,9 +1,15 @@
-"""The gate: every proposed tool call passes one pipeline and comes back as a ToolResult."""
+"""The gate: every proposed tool call passes one pipeline and comes back as a ToolResult.
 
-from .base import CallContext, CallOptions, Decision, GateLimits, SettlingStage, Stage
+Layer: core. The gate imports `maitre.tools`, `maitre.stores`, `maitre.audit`, `maitre.policy` and
+the core's data types, never a door (`agent`, `models`, `mcp`, `memory`, `search`, `cli`): the
+doors bring calls to it. See `maitre` for the layer rules.
+"""
+
+from .base import ApplicableStage, CallContext, CallOptions, Decision, GateLimits, SettlingStage, Stage
 from .pipeline import DEFAULT_STAGES, Gate, Recorder
 
 __all__ = [
+    "ApplicableStage",
     "CallContext",
     "CallOptions",
     "DEFAULT_STAGES",

@@ -1,10 +1,14 @@
-"""`python -m maitre.mcp serve TARGET ...`: the `maitre serve` command without the root CLI."""
+"""`python -m maitre.mcp serve TARGET ...`: the `maitre serve` command without the root CLI.
+
+The command is `maitre.mcp.serve.serve_command`, the one `maitre serve` mounts too; this entry point
+imports nothing of `maitre.cli` (the MCP door sits below the command line).
+"""
 
 from __future__ import annotations
 
 import typer
 
-from ..cli.mcp_cmds import serve_command
+from .serve import serve_command
 
 __all__ = ["app"]
 

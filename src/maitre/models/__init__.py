@@ -1,7 +1,14 @@
-"""Models behind one protocol. Provider adapters import their SDK only when constructed."""
+"""Models behind one protocol. Provider adapters import their SDK only when constructed.
+
+Layer: a door. Adapters import the core (`maitre.messages`, `maitre.types`, `maitre.tools`) and
+never the agent loop, which imports them; see `maitre` for the layer rules.
+"""
+
+import warnings
+from typing import Any
 
 from .anthropic import AnthropicModel
-from .base import Model, ModelError, ModelRequest, ModelResponse, StopReason, Usage
+from .base import FinishReason, Model, ModelError, ModelRequest, ModelResponse, Usage
 from .openai import OpenAIChatModel, OpenAIResponsesModel
 from .openai_compat import OpenAICompatibleModel, recover_tool_calls
 from .pricing import FREE, Price, PriceTable, cost_usd, price_for, register_price
@@ -19,6 +26,7 @@ from .scripted import (
 __all__ = [
     "AnthropicModel",
     "FREE",
+    "FinishReason",
     "Model",
     "ModelError",
     "ModelRequest",
@@ -30,7 +38,6 @@ __all__ = [
     "PriceTable",
     "Rule",
     "ScriptedModel",
-    "StopReason",
     "Usage",
     "after_tool",
     "always",
@@ -43,3 +50,15 @@ __all__ = [
     "register_price",
     "tool_error",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "StopReason":
+        warnings.warn(
+            "maitre.models.StopReason is deprecated: it is the model call's FinishReason (a run's "
+            "stop reason is maitre.agent.StopReason)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return FinishReason
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,11 +27,11 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..agent.messages import AssistantMessage, ToolResultMessage, UserMessage, render_tool_result
+from ..messages import AssistantMessage, ToolResultMessage, UserMessage, render_tool_result
 from ..tools.export import provider_name
 from ..types import ToolCall
 from ._http import DefinitionsCache, ReplayCache, SDKModel, arguments_object, token_count
-from .base import ModelError, ModelRequest, ModelResponse, StopReason, Usage
+from .base import FinishReason, ModelError, ModelRequest, ModelResponse, Usage
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -43,7 +43,7 @@ logger = logging.getLogger("maitre.models.anthropic")
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-5-5"
 
-_STOP_REASONS: dict[str, StopReason] = {
+_STOP_REASONS: dict[str, FinishReason] = {
     "end_turn": "end_turn",
     "stop_sequence": "end_turn",
     "tool_use": "tool_use",

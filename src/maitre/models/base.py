@@ -2,7 +2,7 @@
 
 Every adapter (Anthropic, OpenAI Chat Completions and Responses, OpenAI-compatible local servers,
 the scripted model) implements `complete`. Adapters translate the provider-neutral messages of
-`maitre.agent.messages` to their wire format, send the toolbox's definitions in the provider's
+`maitre.messages` to their wire format, send the toolbox's definitions in the provider's
 format (with provider-safe names, mapped back to canonical names in the returned calls), and never
 raise for a model's content: only transport failures (after the SDK's own retries) raise
 `ModelError`, which the agent loop turns into a stop reason.
@@ -10,6 +10,7 @@ raise for a model's content: only transport failures (after the SDK's own retrie
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -17,12 +18,29 @@ from ..exceptions import MaitreError
 from ..types import ToolCall
 
 if TYPE_CHECKING:
-    from ..agent.messages import Message
+    from ..messages import Message
     from ..tools import Tool
 
-__all__ = ["Model", "ModelError", "ModelRequest", "ModelResponse", "StopReason", "Usage"]
+__all__ = ["FinishReason", "Model", "ModelError", "ModelRequest", "ModelResponse", "Usage"]
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "error", "other"]
+FinishReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "error", "other"]
+"""Why one model call ended, as the adapter normalised the provider's own reason.
+
+Not why a *run* ended: that is `maitre.agent.StopReason`. This was called `StopReason` too; the old
+name still imports from here and from `maitre.models`, with a `DeprecationWarning`.
+"""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "StopReason":
+        warnings.warn(
+            "maitre.models.StopReason is deprecated: it is the model call's FinishReason (a run's "
+            "stop reason is maitre.agent.StopReason)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return FinishReason
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(kw_only=True)
@@ -71,7 +89,7 @@ class ModelResponse:
     tool_calls: list[ToolCall] = field(default_factory=list)
     """Calls with canonical tool names (adapters map provider-safe names back)."""
     usage: Usage = field(default_factory=Usage)
-    stop_reason: StopReason = "end_turn"
+    stop_reason: FinishReason = "end_turn"
     model: str = ""
     """The model that answered (for pricing)."""
     raw: Any = None

@@ -31,11 +31,11 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..agent.messages import AssistantMessage, ToolResultMessage, UserMessage, render_tool_result
+from ..messages import AssistantMessage, ToolResultMessage, UserMessage, render_tool_result
 from ..tools.export import ExportFormat, ToolDefinitions, provider_name
 from ..types import ToolCall
 from ._http import DefinitionsCache, ReplayCache, SDKModel, arguments_json, function_call, token_count
-from .base import ModelError, ModelRequest, ModelResponse, StopReason, Usage
+from .base import FinishReason, ModelError, ModelRequest, ModelResponse, Usage
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -46,7 +46,7 @@ logger = logging.getLogger("maitre.models.openai")
 
 DEFAULT_OPENAI_MODEL = "gpt-5.5"
 
-_FINISH_REASONS: dict[str, StopReason] = {
+_FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
     "function_call": "tool_use",
@@ -54,7 +54,7 @@ _FINISH_REASONS: dict[str, StopReason] = {
     "content_filter": "refusal",
 }
 
-_INCOMPLETE_REASONS: dict[str, StopReason] = {
+_INCOMPLETE_REASONS: dict[str, FinishReason] = {
     "max_output_tokens": "max_tokens",
     "content_filter": "refusal",
 }
@@ -189,8 +189,8 @@ class OpenAIChatModel(_OpenAIBase):
         definitions: ToolDefinitions,
         text: str,
         calls: list[ToolCall],
-        stop_reason: StopReason,
-    ) -> tuple[str, list[ToolCall], StopReason]:
+        stop_reason: FinishReason,
+    ) -> tuple[str, list[ToolCall], FinishReason]:
         """A hook for servers that need more reading of the answer (see `OpenAICompatibleModel`)."""
         return text, calls, stop_reason
 
@@ -300,7 +300,7 @@ class OpenAIResponsesModel(_OpenAIBase):
         if replayable:
             self._replay.put(calls[0].id, reasoning)
 
-        stop_reason: StopReason = "tool_use" if calls else "end_turn"
+        stop_reason: FinishReason = "tool_use" if calls else "end_turn"
         if status == "incomplete":
             reason = getattr(getattr(response, "incomplete_details", None), "reason", None)
             stop_reason = _INCOMPLETE_REASONS.get(reason or "", "other")

@@ -42,12 +42,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..agent.messages import AssistantMessage, ToolResultMessage, UserMessage, render_tool_result
 from ..jsonutil import compact_json
+from ..messages import AssistantMessage, ToolResultMessage, UserMessage, render_tool_result
 from ..tools.export import ToolDefinitions, provider_name
 from ..types import ToolCall
 from ._http import arguments_object, mint_call_id, parse_arguments
-from .base import ModelError, ModelRequest, ModelResponse, StopReason
+from .base import FinishReason, ModelError, ModelRequest, ModelResponse
 from .openai import OpenAIChatModel
 
 if TYPE_CHECKING:
@@ -197,8 +197,8 @@ class OpenAICompatibleModel(OpenAIChatModel):
         definitions: ToolDefinitions,
         text: str,
         calls: list[ToolCall],
-        stop_reason: StopReason,
-    ) -> tuple[str, list[ToolCall], StopReason]:
+        stop_reason: FinishReason,
+    ) -> tuple[str, list[ToolCall], FinishReason]:
         if calls or not self.recover_text_calls or not text or not request.tools:
             return text, calls, stop_reason
         offered = {tool.name for tool in request.tools}

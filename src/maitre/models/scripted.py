@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.messages import ToolResultMessage, UserMessage
+from ..messages import ToolResultMessage, UserMessage, conversation_tokens
 from ..tokens import count_tokens
 from ..types import ToolCall
 from .base import ModelRequest, ModelResponse, Usage
@@ -177,8 +177,6 @@ class ScriptedModel:
 
 
 def _input_tokens(request: ModelRequest) -> int:
-    from ..agent.context_manager import conversation_tokens
-
     total = count_tokens(request.system or "") + conversation_tokens(request.messages)
     for tool in request.tools:
         cached = tool.__dict__.get("_definition_tokens")

@@ -8,6 +8,9 @@ becomes callable from the next step. This package does that with any model, offl
 - `search_tools_toolbox` - the meta-tool; each reveal goes to a `RevealLog`.
 - `ToolVisibility` - one run's core + revealed tools; `definitions(format)` is what the model sees.
 - `estimate_tool_costs` - seed 000's cost table with measured token counts.
+
+Layer: a door. Search imports the core (`maitre.tools`, `maitre.embeddings`, ...) and no other
+door; the agent loop imports it. See `maitre` for the layer rules.
 """
 
 from .cost import CostReport, CostScenario, estimate_tool_costs, search_tool_tokens

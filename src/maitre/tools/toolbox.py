@@ -207,7 +207,11 @@ class Toolbox:
         `allow_loopback=False` and `allowed_hosts=()` (private, loopback, link-local and
         metadata addresses are refused before connecting), `max_response_bytes` (4 MiB) and
         `recheck_interval_s` (300 s; a drifted tool is withdrawn).
+
+        The implementation is the MCP door's `maitre.mcp.client.toolbox_from_mcp`; this name stays
+        for the callers that had it. The import runs only when this is called, so importing
+        `maitre.tools` never loads `maitre.mcp` (the one outward import the layer test allows).
         """
-        from ..mcp.client import toolbox_from_mcp
+        from ..mcp.client import toolbox_from_mcp  # layer exception: see tests/test_layers.py
 
         return await toolbox_from_mcp(target, namespace=namespace, **options)
