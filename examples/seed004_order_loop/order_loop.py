@@ -88,7 +88,7 @@ def model() -> ScriptedModel:
 
 async def run_order_loop(store: Stores | None = None) -> tuple[Run, Run, list[dict[str, Any]]]:
     refunds: list[dict[str, Any]] = []
-    agent = Agent(model(), build(refunds), store=store, limits=Limits(max_steps=6))
+    agent = Agent(model(), build(refunds), stores=store, limits=Limits(max_steps=6))
     customer = Principal(user="alice", tenant="acme")
     paused = await agent.run("My order ORD-00001042 arrived broken, please refund it.", customer)
     decision = ApprovalDecision.approved(Principal(user="maria", tenant="acme"))

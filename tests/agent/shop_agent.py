@@ -73,4 +73,4 @@ def refund_model() -> ScriptedModel:
 
 
 def make_agent(store: Any) -> Agent:
-    return Agent(refund_model(), shop_box(), store=store, limits=Limits(max_steps=6))
+    return Agent(refund_model(), shop_box(), stores=store, limits=Limits(max_steps=6))

@@ -74,7 +74,7 @@ async def test_edited_arguments_are_what_runs(tmp_path, ledger):
     async with await open_stores(str(tmp_path / "runs.db")) as store:
         agent = shop_agent.make_agent(store)
         run = await agent.run("please refund order A1042", ALICE)
-        edit = ApprovalDecision.approved(MANAGER, edited_args={"order_id": "A1042", "amount": "600.00"})
+        edit = ApprovalDecision.approved(MANAGER, edited_arguments={"order_id": "A1042", "amount": "600.00"})
         resumed = await agent.resume(run.id, decisions={run.pending[0].approval_id: edit})
     assert ledger.read_text().splitlines() == ["A1042 600.00"]
     assert resumed.status is RunStatus.FINISHED

@@ -61,7 +61,7 @@ async def test_the_model_searches_then_calls_what_it_found_and_sees_only_core_pl
     )
     stores = MemoryStores()
     index = ToolIndex(box, embedder=HashingEmbedder())
-    agent = Agent(model, box, store=stores, core_tools=["shop.get_order"], search_index=index)
+    agent = Agent(model, box, stores=stores, core_tools=["shop.get_order"], search_index=index)
     run = await agent.run("please cancel my subscription for order A1042", Principal(user="u"))
     assert run.status is RunStatus.FINISHED, run.final_text
     offered = [sorted(t.name for t in request.tools) for request in model.requests]

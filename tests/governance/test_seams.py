@@ -225,7 +225,7 @@ async def test_agent_runs_belong_to_the_principal_that_started_them(shop, alice)
     model = ScriptedModel(
         [Rule("delete", when=always, then=lambda req: call("shop.delete_note", note_id="N-001"))]
     )
-    agent = Agent(model, shop.box, policy=DefaultPolicy(), store=MemoryStores())
+    agent = Agent(model, shop.box, policy=DefaultPolicy(), stores=MemoryStores())
     run = await agent.run("delete the note", alice, run_id="run_1")
     assert run.status == "paused" and run.pending[0].ticket.rule == "risk-matrix"
     with pytest.raises(UserError):

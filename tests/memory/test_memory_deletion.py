@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from maitre.embeddings import HashingEmbedder
-from maitre.memory import Candidate, MemoryStore, Message, WriteAction
+from maitre.memory import Candidate, ConversationTurn, MemoryStore, WriteAction
 
 StoreFactory = Callable[..., MemoryStore]
 SECRET_CITY = "Zorbluxville"
@@ -144,7 +144,9 @@ def test_tombstone_blocks_reextraction_and_replay_but_not_unforget(store: Memory
         rows = db.execute("SELECT digest FROM memory_tombstones")
     assert rows and all(re.fullmatch(r"[0-9a-f]{64}", r[0]) for r in rows)
     # Re-extraction from an old conversation and a replayed import are both blocked.
-    outcomes = store.remember("u1", [Message(role="user", id="old-7", content=f"I live in {SECRET_CITY}.")])
+    outcomes = store.remember(
+        "u1", [ConversationTurn(role="user", id="old-7", content=f"I live in {SECRET_CITY}.")]
+    )
     assert [o.action for o in outcomes] == [WriteAction.BLOCKED]
     replay = store.apply("u1", Candidate(key="City", value=SECRET_OLD_CITY.upper(), valid_from="2026-01-05"))
     assert replay.action == WriteAction.BLOCKED

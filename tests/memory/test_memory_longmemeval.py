@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from maitre.embeddings import default_embedder
-from maitre.memory import MemoryStore, Message, Status
+from maitre.memory import ConversationTurn, MemoryStore, Status
 
 StoreFactory = Callable[..., MemoryStore]
 
@@ -26,19 +26,19 @@ def mem(make_store: StoreFactory, clock) -> MemoryStore:  # type: ignore[no-unty
     return make_store(embedder=default_embedder(), clock=clock)
 
 
-def sessions() -> list[list[Message]]:
+def sessions() -> list[list[ConversationTurn]]:
     return [
         [  # session 1, February
-            Message(
+            ConversationTurn(
                 role="user",
                 id="s1-1",
                 at=at("2026-02-03T09:00"),
                 content="Hi! I live in Pune and I'm vegetarian.",
             ),
-            Message(
+            ConversationTurn(
                 role="assistant", id="s1-2", at=at("2026-02-03T09:00"), content="Noted. I live in the cloud."
             ),
-            Message(
+            ConversationTurn(
                 role="user",
                 id="s1-3",
                 at=at("2026-02-03T09:05"),
@@ -46,13 +46,13 @@ def sessions() -> list[list[Message]]:
             ),
         ],
         [  # session 2, April
-            Message(
+            ConversationTurn(
                 role="user",
                 id="s2-1",
                 at=at("2026-04-11T18:30"),
                 content="Big news: I moved to Bengaluru last week. My dentist is Dr Mehta.",
             ),
-            Message(
+            ConversationTurn(
                 role="tool",
                 id="s2-2",
                 at=at("2026-04-11T18:31"),
@@ -60,13 +60,13 @@ def sessions() -> list[list[Message]]:
             ),
         ],
         [  # session 3, June
-            Message(
+            ConversationTurn(
                 role="user",
                 id="s3-1",
                 at=at("2026-06-20T08:00"),
                 content="I work at Wipro now. I have a dog named Bruno. I speak Kannada and Hindi.",
             ),
-            Message(
+            ConversationTurn(
                 role="user", id="s3-2", at=at("2026-06-20T08:02"), content="Also I'm allergic to shellfish."
             ),
         ],

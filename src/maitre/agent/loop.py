@@ -1,7 +1,7 @@
 """The agent loop: "a while loop with an LLM deciding what goes inside it" (seed 001), with real brakes.
 
 ```python
-agent = Agent(model, box, store=stores, limits=Limits(max_steps=8), system="You plan weekends.")
+agent = Agent(model, box, stores=stores, limits=Limits(max_steps=8), system="You plan weekends.")
 run = await agent.run("Plan my Saturday in Pune. Budget 1,000 rupees.", Principal(user="u1"))
 run.status, run.stop_reason, run.final_text
 ```
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,15 +31,15 @@ from ..exceptions import UserError
 from ..gate import CallOptions, Gate
 from ..gate.budget import Budgets
 from ..jsonutil import sha256_hex
+from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage, conversation_tokens
 from ..models.base import Model, ModelError, ModelRequest, Usage
 from ..policy import Policy
 from ..stores import Stores
 from ..tokens import count_tokens
 from ..tools import Tool, Toolbox
 from ..types import ErrorCode, Principal, ToolCall, ToolError, ToolResult
-from .context_manager import ContextManager, conversation_tokens
+from .context_manager import ContextManager
 from .limits import Limits, StopReason
-from .messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from .notes import notes_toolbox
 from .run import PendingCall, Run, RunStatus
 
@@ -60,25 +61,78 @@ _REASONS = {
 }
 
 
-@dataclass(kw_only=True, frozen=True)
+@dataclass(kw_only=True, frozen=True, init=False)
 class ApprovalDecision:
     """A human's decision on a pending call, passed to `Agent.resume(decisions={approval_id: ...})`."""
 
     approve: bool
+    """True to approve, False to deny."""
     approver: Principal | str
+    """Who decided (a name is a principal of the request's tenant)."""
     message: str | None = None
     """For a denial: what the model reads. For an approval: a note."""
-    edited_args: dict[str, Any] | None = None
+    edited_arguments: dict[str, Any] | None = None
+    """For an approval: the arguments to run instead of the model's (validated like a model's
+    call). The same name as the approval record's; the old name `edited_args` still works and
+    warns (DeprecationWarning)."""
+
+    def __init__(
+        self,
+        *,
+        approve: bool,
+        approver: Principal | str,
+        message: str | None = None,
+        edited_arguments: dict[str, Any] | None = None,
+        edited_args: dict[str, Any] | None = None,
+    ) -> None:
+        edited_arguments = _deprecated_edits(edited_arguments, edited_args, "ApprovalDecision")
+        object.__setattr__(self, "approve", approve)
+        object.__setattr__(self, "approver", approver)
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "edited_arguments", edited_arguments)
+
+    @property
+    def edited_args(self) -> dict[str, Any] | None:
+        """Deprecated name of `edited_arguments` (warns)."""
+        warnings.warn(
+            "ApprovalDecision.edited_args is deprecated; use edited_arguments",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.edited_arguments
 
     @classmethod
     def approved(
-        cls, approver: Principal | str, edited_args: dict[str, Any] | None = None
+        cls,
+        approver: Principal | str,
+        edited_arguments: dict[str, Any] | None = None,
+        *,
+        edited_args: dict[str, Any] | None = None,
     ) -> ApprovalDecision:
-        return cls(approve=True, approver=approver, edited_args=edited_args)
+        """An approval, optionally with edited arguments."""
+        edited_arguments = _deprecated_edits(edited_arguments, edited_args, "ApprovalDecision.approved")
+        return cls(approve=True, approver=approver, edited_arguments=edited_arguments)
 
     @classmethod
     def denied(cls, approver: Principal | str, message: str) -> ApprovalDecision:
+        """A denial; `message` is what the model reads."""
         return cls(approve=False, approver=approver, message=message)
+
+
+def _deprecated_edits(
+    edited_arguments: dict[str, Any] | None, edited_args: dict[str, Any] | None, where: str
+) -> dict[str, Any] | None:
+    """`edited_arguments`, or the value given under its old name `edited_args` (with a warning)."""
+    if edited_args is None:
+        return edited_arguments
+    warnings.warn(
+        f"{where}(edited_args=...) is deprecated; pass edited_arguments=...",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if edited_arguments is not None:
+        raise UserError(f"{where} got both edited_arguments= and its deprecated name edited_args=")
+    return edited_args
 
 
 class Agent:
@@ -86,16 +140,20 @@ class Agent:
 
     Args:
         model: anything with `async complete(ModelRequest) -> ModelResponse` (see `maitre.models`).
-        tools: a Toolbox, or several to combine.
+        tools: a Toolbox, or several to combine (required unless `gate` is given).
         policy, budgets: passed to the gate.
-        store: where paused runs, approvals, idempotency keys and the audit log live (in-process if
-            omitted: then a paused run can only be resumed by this object).
+        stores: where paused runs, approvals, idempotency keys and the audit log live (in-process if
+            omitted: then a paused run can only be resumed by this object). The same name as
+            `Gate(stores=)`; the old keyword `store=` still works and warns (DeprecationWarning).
         limits: the brakes (every default finite).
         system: the system prompt.
         context: the short-term memory manager (token budget for the conversation).
-        notes: give the run `write_notes` / `read_notes` (working memory).
+        notes: give the run `write_notes` / `read_notes` (working memory; default True).
         on_event: called with each event as it happens (the demo prints them).
-        gate: use this gate instead of building one.
+        gate: use this gate (its toolbox, policy, stores and budgets) instead of building one. The
+            arguments that only build a gate (`tools`, `core_tools`, `search_index`, `notes`,
+            `policy`, `stores`, `budgets`) cannot be given with it: that is a `UserError` naming
+            them, rather than silently ignoring them.
         core_tools: turn on tool search (seed 000): the model starts with these tools (plus the notes
             tools) and `search_tools`; what a search returns becomes callable from the next step. The
             definitions sent to the model stay within core + revealed.
@@ -105,20 +163,50 @@ class Agent:
     def __init__(
         self,
         model: Model,
-        tools: Toolbox | Sequence[Toolbox],
+        tools: Toolbox | Sequence[Toolbox] | None = None,
         *,
         policy: Policy | None = None,
-        store: Stores | None = None,
+        stores: Stores | None = None,
         limits: Limits | None = None,
         system: str | None = None,
         budgets: Budgets | None = None,
         context: ContextManager | None = None,
-        notes: bool = True,
+        notes: bool | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         gate: Gate | None = None,
         core_tools: Sequence[str] | None = None,
         search_index: Any = None,
+        store: Stores | None = None,
     ) -> None:
+        stores_name = "stores"
+        if store is not None:
+            warnings.warn(
+                "Agent(store=...) is deprecated; pass stores=... (the name Gate uses)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if stores is not None:
+                raise UserError("Agent got both stores= and its deprecated name store=; pass stores= only")
+            stores, stores_name = store, "store"
+        if gate is not None:
+            ignored = [
+                name
+                for name, value in (
+                    ("tools", tools),
+                    ("core_tools", core_tools),
+                    ("search_index", search_index),
+                    ("notes", notes),
+                    ("policy", policy),
+                    (stores_name, stores),
+                    ("budgets", budgets),
+                )
+                if value is not None
+            ]
+            if ignored:
+                raise UserError(
+                    f"Agent(gate=...) uses the gate's own toolbox, policy, stores and budgets, so "
+                    f"{', '.join(ignored)} would be ignored: configure them on the Gate, or drop gate="
+                )
         self.model = model
         self.limits = limits or Limits()
         self.system = system
@@ -127,6 +215,8 @@ class Agent:
         self.core_tools: frozenset[str] | None = None
         self.reveals: Any = None
         if gate is None:
+            if tools is None:
+                raise UserError("Agent needs tools (a Toolbox or several) or a gate")
             box = Toolbox()
             for toolbox in [tools] if isinstance(tools, Toolbox) else list(tools):
                 box.include(toolbox)
@@ -139,7 +229,7 @@ class Agent:
                 meta = search_tools_toolbox(index, log=self.reveals)
                 box.include(meta)
                 core.extend(meta.names())
-            if notes:
+            if notes is None or notes:
                 notes_box = notes_toolbox()
                 box.include(notes_box)
                 if core is not None:
@@ -149,11 +239,18 @@ class Agent:
                 if unknown:
                     raise UserError(f"core_tools names tools that are not in the toolbox: {unknown}")
                 self.core_tools = frozenset(box.get(name).name for name in core)  # type: ignore[union-attr]
-            gate = Gate(box, policy=policy, stores=store, budgets=budgets)
+            gate = Gate(box, policy=policy, stores=stores, budgets=budgets)
         self.gate = gate
-        self.store = gate.stores
+        self.stores = gate.stores
+        """The gate's stores: paused runs live here too."""
         self._live: dict[str, Run] = {}
         self._definition_cache: dict[tuple[str, ...], int] = {}
+
+    @property
+    def store(self) -> Stores:
+        """Deprecated name of `stores` (warns)."""
+        warnings.warn("Agent.store is deprecated; use Agent.stores", DeprecationWarning, stacklevel=2)
+        return self.stores
 
     # -- public API --------------------------------------------------------------------------------
 
@@ -191,7 +288,7 @@ class Agent:
         for approval_id, decision in (decisions or {}).items():
             if decision.approve:
                 await self.gate.approvals.approve(
-                    approval_id, decision.approver, decision.edited_args, note=decision.message
+                    approval_id, decision.approver, decision.edited_arguments, note=decision.message
                 )
             else:
                 await self.gate.approvals.deny(approval_id, decision.approver, decision.message or "denied")
@@ -502,7 +599,7 @@ class Agent:
         else:
             self._live.pop(run.id, None)
         try:
-            await self.store.runs.save(
+            await self.stores.runs.save(
                 run.id,
                 tenant=run.principal.tenant,
                 status=str(run.status),
@@ -516,7 +613,7 @@ class Agent:
         """The run `run_id`, if it belongs to `principal` (any principal when None: the host's own
         tooling, such as `maitre runs resume`). Another user's run is, to them, no run at all."""
         tenant = principal.tenant if principal else None
-        saved = await self.store.runs.load(run_id, tenant=tenant)
+        saved = await self.stores.runs.load(run_id, tenant=tenant)
         run = Run.from_json(saved.state_json) if saved is not None else self._live.get(run_id)
         if run is not None and (principal is None or _owns(principal, run)):
             return run
@@ -524,7 +621,7 @@ class Agent:
 
     async def _claim_run_id(self, run_id: str, principal: Principal) -> None:
         """A host-chosen run id must not name another principal's run (it would be overwritten)."""
-        saved = await self.store.runs.load(run_id)
+        saved = await self.stores.runs.load(run_id)
         existing = Run.from_json(saved.state_json) if saved is not None else self._live.get(run_id)
         if existing is not None and not _owns(principal, existing):
             raise UserError(f"the run id {run_id!r} is taken; start the run with another id")

@@ -326,7 +326,7 @@ async def run_story(model: Model, stores: Stores, emit: Callable[[dict[str, Any]
     agent = Agent(
         model,
         build_toolbox(world),
-        store=stores,
+        stores=stores,
         system=SYSTEM,
         limits=Limits(max_steps=8, max_seconds=120),
         on_event=on_event,

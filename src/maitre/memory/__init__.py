@@ -15,10 +15,16 @@ share one implementation; see `maitre.memory.store` for why. The model-facing do
 `memory_toolbox(store)`; the application-driven door is `store.remember(user, messages)` with a
 `RuleExtractor` (default) or a `ModelExtractor`. Conflict rules: `maitre.memory.rules`; deletion:
 `maitre.memory.forget`; the shared embedder: `maitre.embeddings`.
+
+Layer: a door. Memory imports the core (`maitre.tools`, `maitre.types`, `maitre.embeddings`,
+`maitre.tokens`) and no other door; see `maitre` for the layer rules.
 """
 
+import warnings
+from typing import Any
+
 from .aio import AsyncMemoryStore
-from .extract import AsyncExtractor, Extractor, Message, ModelExtractor, RuleExtractor
+from .extract import AsyncExtractor, ConversationTurn, Extractor, ModelExtractor, RuleExtractor
 from .model import (
     DEFAULT_MULTI_VALUED,
     DEFAULT_PROFILE_KEYS,
@@ -41,6 +47,7 @@ __all__ = [
     "AsyncExtractor",
     "AsyncMemoryStore",
     "Candidate",
+    "ConversationTurn",
     "DEFAULT_MULTI_VALUED",
     "DEFAULT_PROFILE_KEYS",
     "DeleteReport",
@@ -49,7 +56,6 @@ __all__ = [
     "Hit",
     "MemoryPolicy",
     "MemoryStore",
-    "Message",
     "ModelExtractor",
     "Origin",
     "Profile",
@@ -60,3 +66,15 @@ __all__ = [
     "WriteOutcome",
     "memory_toolbox",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Message":
+        warnings.warn(
+            "maitre.memory.Message is deprecated; it is ConversationTurn (the agent's messages are "
+            "maitre.messages)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ConversationTurn
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from .extract import AsyncExtractor, Extractor, Message, RuleExtractor
+from .extract import AsyncExtractor, ConversationTurn, Extractor, RuleExtractor
 from .model import (
     DEFAULT_TENANT,
     Candidate,
@@ -111,7 +111,7 @@ class AsyncMemoryStore:
     async def remember(
         self,
         user: str,
-        messages: Sequence[Message],
+        messages: Sequence[ConversationTurn],
         *,
         extractor: Extractor | AsyncExtractor | None = None,
         tenant: str = DEFAULT_TENANT,

@@ -20,30 +20,41 @@ from __future__ import annotations
 import json
 import logging
 import re
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .model import Candidate, Origin
 
-__all__ = [
-    "AsyncExtractor",
-    "Extractor",
-    "Found",
-    "Message",
-    "ModelExtractor",
-    "RuleExtractor",
-]
+__all__ = ["AsyncExtractor", "ConversationTurn", "Extractor", "Found", "ModelExtractor", "RuleExtractor"]
 
 log = logging.getLogger(__name__)
 
 
+def __getattr__(name: str) -> Any:
+    if name == "Message":
+        warnings.warn(
+            "maitre.memory.Message is deprecated; it is ConversationTurn (the agent's messages are "
+            "maitre.messages)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ConversationTurn
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 @dataclass(kw_only=True)
-class Message:
-    """One conversation message, as the extraction step sees it."""
+class ConversationTurn:
+    """One turn of a conversation (who said what, when), as the extraction step reads it.
+
+    Not the agent loop's `maitre.messages.Message`: this is the application's record of what was
+    said, with an id and a time for provenance. It was called `Message`; that name still imports
+    from here and from `maitre.memory`, with a `DeprecationWarning`.
+    """
 
     role: str
     """`user`, `assistant`, `tool` or `system`; only `user` messages are read by `RuleExtractor`."""
@@ -59,7 +70,7 @@ class Message:
 class Extractor(Protocol):
     """Proposes candidate facts from messages, synchronously."""
 
-    def extract(self, messages: Sequence[Message]) -> list[Candidate]:
+    def extract(self, messages: Sequence[ConversationTurn]) -> list[Candidate]:
         """Candidates, each with key, value, source and valid_from taken from its message."""
         ...
 
@@ -68,7 +79,7 @@ class Extractor(Protocol):
 class AsyncExtractor(Protocol):
     """Proposes candidate facts from messages, asynchronously (a model call)."""
 
-    async def extract(self, messages: Sequence[Message]) -> list[Candidate]:
+    async def extract(self, messages: Sequence[ConversationTurn]) -> list[Candidate]:
         """Candidates, each with key, value, source and valid_from taken from its message."""
         ...
 
@@ -248,7 +259,7 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Found]], ...] = (
 class RuleExtractor:
     """Deterministic first-person patterns over user messages (see the module docstring)."""
 
-    def extract(self, messages: Sequence[Message]) -> list[Candidate]:
+    def extract(self, messages: Sequence[ConversationTurn]) -> list[Candidate]:
         """Candidates from every user message, in message order."""
         out: list[Candidate] = []
         for index, msg in enumerate(messages):
@@ -322,7 +333,7 @@ class ModelExtractor:
     def __init__(self, complete: Callable[[str], Awaitable[str]]) -> None:
         self._complete = complete
 
-    def prompt(self, messages: Sequence[Message]) -> str:
+    def prompt(self, messages: Sequence[ConversationTurn]) -> str:
         """The exact prompt sent to the model (user messages only, with their ids)."""
         lines = []
         for index, msg in enumerate(messages):
@@ -331,7 +342,7 @@ class ModelExtractor:
                 lines.append(json.dumps({"message_id": mid, "text": msg.content}, ensure_ascii=False))
         return _PROMPT + "\n".join(lines)
 
-    async def extract(self, messages: Sequence[Message]) -> list[Candidate]:
+    async def extract(self, messages: Sequence[ConversationTurn]) -> list[Candidate]:
         """Ask the model, validate its answer, attach each fact's source and time from its message."""
         by_id = {(m.id or f"#{i}"): m for i, m in enumerate(messages) if m.role == "user" and m.content}
         if not by_id:

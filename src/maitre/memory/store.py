@@ -43,7 +43,7 @@ from ..embeddings import Embedder, default_embedder
 from ..exceptions import UserError
 from .backend import Backend
 from .export import export_document
-from .extract import Extractor, Message, RuleExtractor
+from .extract import ConversationTurn, Extractor, RuleExtractor
 from .forget import erase
 from .meta import check_embedder, embedder_identity, record_embedder, tombstone_secret
 from .model import (
@@ -284,7 +284,7 @@ class MemoryStore:
     def remember(
         self,
         user: str,
-        messages: Sequence[Message],
+        messages: Sequence[ConversationTurn],
         *,
         extractor: Extractor | None = None,
         tenant: str = DEFAULT_TENANT,
