@@ -5,10 +5,11 @@ the core's data types, never a door (`agent`, `models`, `mcp`, `memory`, `search
 doors bring calls to it. See `maitre` for the layer rules.
 """
 
-from .base import CallContext, CallOptions, Decision, GateLimits, SettlingStage, Stage
+from .base import ApplicableStage, CallContext, CallOptions, Decision, GateLimits, SettlingStage, Stage
 from .pipeline import DEFAULT_STAGES, Gate, Recorder
 
 __all__ = [
+    "ApplicableStage",
     "CallContext",
     "CallOptions",
     "DEFAULT_STAGES",

@@ -28,7 +28,15 @@ if TYPE_CHECKING:
     from ..policy import PolicyDecision
     from .pipeline import Gate
 
-__all__ = ["CallContext", "CallOptions", "Decision", "GateLimits", "SettlingStage", "Stage"]
+__all__ = [
+    "ApplicableStage",
+    "CallContext",
+    "CallOptions",
+    "Decision",
+    "GateLimits",
+    "SettlingStage",
+    "Stage",
+]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -178,6 +186,18 @@ class Stage(Protocol):
     """
 
     def __call__(self, ctx: CallContext, /) -> Awaitable[ToolError | None]: ...
+
+
+@runtime_checkable
+class ApplicableStage(Stage, Protocol):
+    """**Protocol:** a stage that says, once per tool, whether it can act on that tool's calls.
+
+    The gate builds a plan per tool (`maitre.gate.plan`); a stage whose `applies(tool, gate)` is
+    False is not in it, so it costs nothing on that tool's calls. Asked again when the toolbox,
+    the policy, the budgets or the stages change. A stage without `applies` is in every plan.
+    """
+
+    def applies(self, tool: Tool, gate: Gate, /) -> bool: ...
 
 
 @runtime_checkable

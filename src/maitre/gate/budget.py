@@ -16,7 +16,16 @@ from ..tools import Tool
 from ..types import ErrorCode, ToolError, ToolResult
 from .base import CallContext, Decision
 
-__all__ = ["Budgets", "RateLimit", "bucket_for", "budget", "budget_counts", "can_limit", "charge"]
+__all__ = [
+    "Budgets",
+    "RateLimit",
+    "bucket_for",
+    "budget",
+    "budget_counts",
+    "can_limit",
+    "charge",
+    "charge_now",
+]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -104,6 +113,11 @@ async def budget(ctx: CallContext) -> ToolError | None:
 
 async def charge(ctx: CallContext, result: ToolResult) -> None:
     """Count an executed call against the run's budgets (replays and refusals are free)."""
+    charge_now(ctx, result)
+
+
+def charge_now(ctx: CallContext, result: ToolResult) -> None:
+    """`charge` as a plain function (a tool's plan calls it without a coroutine)."""
     if ctx.executed and ctx.tool is not None:
         ctx.run.tool_calls[ctx.tool.name] += 1
         ctx.run.class_calls[ctx.tool.effect.value] += 1

@@ -135,6 +135,15 @@ def decode_now(ctx: CallContext) -> ToolError | None:
         if example:
             text += f" For example: {example}."
         return ToolError(ErrorCode.INVALID_ARGUMENTS, text)
+    if not from_text and _flat_ascii(raw):  # the common call: nothing to refuse, one C encode
+        canonical = fast_canonical(raw, plain=True)
+        assert canonical is not None
+        if len(canonical) > limit:
+            return _too_large(ctx, len(canonical), limit)
+        ctx.arguments = raw
+        ctx.arguments_json = ctx.canonical_arguments = canonical
+        ctx.fingerprint = sha256_text(f"{tool.name}\x00{canonical}")[:32]
+        return None
     try:
         bad = _first_bad(raw)
     except RecursionError:
@@ -175,6 +184,14 @@ def decode_now(ctx: CallContext) -> ToolError | None:
     ctx.canonical_arguments = canonical
     ctx.fingerprint = sha256_text(f"{tool.name}\x00{canonical}")[:32]
     return None
+
+
+def _flat_ascii(arguments: dict[str, Any]) -> bool:
+    """True for arguments that are only ASCII strings under ASCII keys (most calls)."""
+    for key, value in arguments.items():
+        if type(value) is not str or type(key) is not str or not value.isascii() or not key.isascii():
+            return False
+    return True
 
 
 def _numbers(value: Any) -> Any:

@@ -23,9 +23,11 @@ no run id at all is a run of its own; the taint it causes follows its principal 
 from __future__ import annotations
 
 import logging
+import os
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -45,6 +47,7 @@ from .execute import execute
 from .handles import builtin_toolbox
 from .idempotency import idempotency
 from .loop_guard import confirm_loop_guard, loop_guard, note_outcome
+from .plan import Plan, build_plan, steps_of
 from .record import AuditRecorder
 from .resolve import resolve
 from .shape import shape_error, shape_output
@@ -56,11 +59,23 @@ logger = logging.getLogger("maitre.gate")
 _tracer = trace.get_tracer("maitre.gate")
 
 
+_ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+_traced: list[bool] = []
+"""The answer of `_tracing` once a provider is installed (OpenTelemetry allows that only once)."""
+
+
 def _tracing() -> bool:
     """True once the host has installed an OpenTelemetry SDK; until then spans would be no-ops,
-    and skipping them keeps a call's fixed cost low."""
+    and skipping them keeps a call's fixed cost low (0.05 µs, not the 0.5 µs of asking)."""
+    if _traced:
+        return _traced[0]
+    if getattr(trace, "_TRACER_PROVIDER", _UNSET) is None and not _ENV_PROVIDER:
+        return False  # nothing installed yet
     provider = trace.get_tracer_provider()
-    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+    if isinstance(provider, trace.ProxyTracerProvider):
+        return False
+    _traced.append(not isinstance(provider, trace.NoOpTracerProvider))
+    return _traced[0]
 
 
 DEFAULT_STAGES: tuple[Stage, ...] = (
@@ -120,24 +135,105 @@ class Gate:
         stages: Sequence[Stage] | None = None,
         recorders: Sequence[Recorder] = (),
     ) -> None:
-        self.toolbox = toolbox
-        self.policy: Policy = as_policy(policy) if policy is not None else DefaultPolicy()
+        self._plans: dict[str, Plan] = {}
+        self._static: dict[str, tuple[Tool, PolicyDecision | None]] = {}
+        self._unwatch: Callable[[], None] | None = None
+        self._toolbox = toolbox
+        self._policy: Policy = as_policy(policy) if policy is not None else DefaultPolicy()
+        self._budgets = budgets or Budgets()
+        self._stages = _StageList(stages if stages is not None else DEFAULT_STAGES, self._rebuild)
         self.stores: Stores = stores if stores is not None else MemoryStores()
-        self.budgets = budgets or Budgets()
         self.limits = limits or GateLimits()
         self.approval_ttl_s = approval_ttl_s
         self.approvals = ApprovalService(self)
         self.handles = self.stores.handles
         self.builtins = builtin_toolbox(self.handles)
         self.builtin_names = frozenset(self.builtins.names())
-        self.stages: list[Stage] = list(stages) if stages is not None else list(DEFAULT_STAGES)
         self.recorders: list[Recorder] = list(recorders)
         if audit if audit is not None else stores is not None:
             self.recorders.insert(0, AuditRecorder(self.stores.audit, arguments=audit_arguments))
-        self._settlers = [s.settle for s in self.stages if isinstance(s, SettlingStage)]
         self._runs: OrderedDict[tuple[str, str, str], RunContext] = OrderedDict()
         self._principal_taint: OrderedDict[tuple[str, str], tuple[float, TaintSource]] = OrderedDict()
-        self._static: dict[str, Any] = {}
+        self._watch(toolbox)
+        self._rebuild()
+
+    # -- what the plans are built from (replacing one rebuilds them) -----------------------------
+
+    @property
+    def toolbox(self) -> Toolbox:
+        """The tools the gate may run."""
+        return self._toolbox
+
+    @toolbox.setter
+    def toolbox(self, toolbox: Toolbox) -> None:
+        self._toolbox = toolbox
+        self._watch(toolbox)
+        self._rebuild()
+
+    @property
+    def policy(self) -> Policy:
+        """Decides allow / deny / needs approval."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: Policy) -> None:
+        self._policy = as_policy(policy)
+        self._rebuild()
+
+    @property
+    def budgets(self) -> Budgets:
+        """Per-run, per-tool, per-class limits and rate limits."""
+        return self._budgets
+
+    @budgets.setter
+    def budgets(self, budgets: Budgets) -> None:
+        self._budgets = budgets
+        self._rebuild()
+
+    @property
+    def stages(self) -> list[Stage]:
+        """The ordered stages (a list: changing it, in place or by assignment, rebuilds the plans)."""
+        return self._stages
+
+    @stages.setter
+    def stages(self, stages: Sequence[Stage]) -> None:
+        self._stages = _StageList(stages, self._rebuild)
+        self._rebuild()
+
+    def _watch(self, toolbox: Toolbox) -> None:
+        """Rebuild the plans when a tool is added or removed (without the toolbox keeping us alive)."""
+        if self._unwatch is not None:
+            self._unwatch()
+        gate = weakref.ref(self)
+        unsubscribe: Callable[[], None] | None = None
+
+        def changed(event: str, tool: Tool) -> None:
+            alive = gate()
+            if alive is not None:
+                alive._rebuild()
+            elif unsubscribe is not None:
+                unsubscribe()
+
+        unsubscribe = self._unwatch = toolbox.subscribe(changed)
+
+    def _rebuild(self) -> None:
+        """Forget every plan and cached policy decision; split the stages at `resolve` (the
+        stages after it are planned per tool)."""
+        self._plans.clear()
+        self._static.clear()
+        stages = list(self._stages)
+        at = next((i for i, stage in enumerate(stages) if stage is resolve), None)
+        self._pre = steps_of(stages if at is None else stages[: at + 1])
+        self._planned = tuple(stages[at + 1 :]) if at is not None else None
+        self._settlers = tuple((s.settle, True) for s in stages if isinstance(s, SettlingStage))
+
+    def plan(self, tool: Tool) -> Plan:
+        """The plan this gate runs for `tool`'s calls (built on first use; see `maitre.gate.plan`)."""
+        plan = self._plans.get(tool.name)
+        if plan is None or plan.tool is not tool:
+            plan = build_plan(self, tool, self._planned if self._planned is not None else ())
+            self._plans[tool.name] = plan
+        return plan
 
     # -- lookups used by stages ------------------------------------------------------------------
 
@@ -146,8 +242,8 @@ class Gate:
 
     def static_decision(self, tool: Tool) -> PolicyDecision | None:
         """The policy's per-tool decision when it does not depend on the call (cached), else None."""
-        cached = self._static.get(tool.name, _UNSET)
-        if cached is _UNSET or cached[0] is not tool:
+        cached = self._static.get(tool.name)
+        if cached is None or cached[0] is not tool:
             cached = (tool, self.policy.static_decision(tool))
             self._static[tool.name] = cached
         return cached[1]
@@ -259,7 +355,10 @@ class Gate:
                 run=self._run_for(call, principal, run),
                 options=options,
             )
-            return await self._call(ctx)
+            result = await (self._traced(ctx) if _tracing() else self._run_stages(ctx))
+            for recorder in self.recorders:
+                await recorder(ctx, result)
+            return result
         except anyio.get_cancelled_exc_class():
             raise  # the host cancelled its own work
         except GeneratorExit:
@@ -286,29 +385,40 @@ class Gate:
                     logger.exception("recorder failed while recording an internal error")
         return result
 
-    async def _call(self, ctx: CallContext) -> ToolResult:
-        call = ctx.call
-        if _tracing():
-            with _tracer.start_as_current_span("maitre.tool_call") as span:
-                result = await self._run_stages(ctx)
-                if span.is_recording():
-                    span.set_attribute("maitre.tool", ctx.tool.name if ctx.tool else str(call.name)[:200])
-                    span.set_attribute("maitre.decision", str(ctx.decision))
-                    span.set_attribute("maitre.is_error", result.is_error)
-                    if result.error is not None:
-                        span.set_attribute("maitre.error_code", str(result.error.code))
-        else:
+    async def _traced(self, ctx: CallContext) -> ToolResult:
+        """The stages inside a `maitre.tool_call` span (only once the host installed a tracer)."""
+        with _tracer.start_as_current_span("maitre.tool_call") as span:
             result = await self._run_stages(ctx)
-        for recorder in self.recorders:
-            await recorder(ctx, result)
+            if span.is_recording():
+                span.set_attribute("maitre.tool", ctx.tool.name if ctx.tool else str(ctx.call.name)[:200])
+                span.set_attribute("maitre.decision", str(ctx.decision))
+                span.set_attribute("maitre.is_error", result.is_error)
+                if result.error is not None:
+                    span.set_attribute("maitre.error_code", str(result.error.code))
         return result
 
     async def _run_stages(self, ctx: CallContext) -> ToolResult:
         error: ToolError | None = None
-        for stage in self.stages:
-            error = await stage(ctx)
+        settlers = self._settlers
+        for fn, wait in self._pre:
+            outcome = fn(ctx)
+            error = await outcome if wait else outcome
             if error is not None:
                 break
+        else:
+            tool = ctx.tool
+            if self._planned is not None and tool is not None:
+                plan = self._plans.get(tool.name)
+                if plan is None or plan.tool is not tool:
+                    plan = self.plan(tool)
+                settlers = plan.settlers
+                if plan.policy is not None:
+                    ctx.policy = plan.policy
+                for fn, wait in plan.steps:
+                    outcome = fn(ctx)
+                    error = await outcome if wait else outcome
+                    if error is not None:
+                        break
         result: ToolResult | None = None
         if error is None:
             shaped = await shape_output(ctx)
@@ -324,14 +434,53 @@ class Gate:
             result = shape_error(ctx, error)
         assert result is not None
         result.approval = ctx.ticket
-        for settle in self._settlers:
-            await settle(ctx, result)
+        for settle, wait in settlers:
+            settled = settle(ctx, result)
+            if wait:
+                await settled
         if (ctx.executed or ctx.replayed) and ctx.tool is not None and ctx.tool.trust is Trust.UNTRUSTED:
             self._taint(ctx)
         return result
 
 
 _NO_OPTIONS = CallOptions()
+
+
+class _StageList(list[Stage]):
+    """The gate's stages: a list whose every change rebuilds the gate's plans."""
+
+    def __init__(self, stages: Iterable[Stage], changed: Callable[[], None]) -> None:
+        super().__init__(stages)
+        self._changed = changed
+
+
+def _rebuilding(name: str) -> Callable[..., Any]:
+    method = getattr(list, name)
+
+    def changed(self: _StageList, *args: Any, **kwargs: Any) -> Any:
+        result = method(self, *args, **kwargs)
+        self._changed()
+        return result
+
+    changed.__name__ = name
+    return changed
+
+
+for _name in (
+    "__setitem__",
+    "__delitem__",
+    "__iadd__",
+    "__imul__",
+    "append",
+    "extend",
+    "insert",
+    "pop",
+    "remove",
+    "clear",
+    "sort",
+    "reverse",
+):
+    setattr(_StageList, _name, _rebuilding(_name))
 
 
 def _sendable(value: str) -> str:

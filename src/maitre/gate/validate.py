@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "validate",
     "validate_arguments",
     "validate_now",
+    "validate_step",
 ]
 
 _TEXT = (str, bytes, bytearray)
@@ -111,6 +113,34 @@ def validate_now(ctx: CallContext) -> ToolError | None:
             return invalid_arguments(tool, ctx.arguments, problems_from_jsonschema(errors))
     ctx.validated = ctx.arguments
     return None
+
+
+def validate_step(tool: Tool) -> Callable[[CallContext], ToolError | None]:
+    """The validate stage specialised for one tool, for its plan: arguments without numbers, for a
+    model with no pattern to re-check, go straight to pydantic-core's strict JSON validation;
+    everything else (numbers, patterns, schema tools, an invalid call's teaching error) takes the
+    general path, `validate_now`, so both give the same answer."""
+    model = tool.input_model
+    if model is None or _ascii_patterns(tool):
+        return validate_now
+    validator, closed = _json_validator(tool)
+    extra: dict[str, Any] = {} if closed else {"extra": "forbid"}
+
+    def step(ctx: CallContext) -> ToolError | None:
+        text = ctx.arguments_json
+        if text is None:
+            raw = ctx.call.arguments
+            text = raw if type(raw) is str and raw else None
+        arguments = ctx.arguments
+        if text is None or arguments is None or tool.input_model is not model or _has_numbers(arguments):
+            return validate_now(ctx)
+        try:
+            ctx.validated = validator.validate_json(text, strict=True, **extra)
+        except ValidationError:
+            return validate_now(ctx)
+        return None
+
+    return step
 
 
 def strict_validate(
