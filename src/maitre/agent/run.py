@@ -18,7 +18,7 @@ __all__ = ["PendingCall", "Run", "RunStatus"]
 
 
 def _message_json(message: Any) -> str:
-    cached = message.__dict__.get("_json")
+    cached: str | None = message.__dict__.get("_json")
     if cached is None:
         cached = message.__dict__["_json"] = json.dumps(message.to_dict(), default=str)
     return cached

@@ -122,15 +122,19 @@ class McpCallContext:
 
     async def elicit(self, message: str, requested_schema: dict[str, Any]) -> types.ElicitResult:
         """Ask the user through the client (2025-11-25 sessions with the elicitation capability)."""
-        return await self.session.elicit_form(message, requested_schema, related_request_id=self.request_id)
+        result: types.ElicitResult = await self.session.elicit_form(
+            message, requested_schema, related_request_id=self.request_id
+        )
+        return result
 
     async def sample(
         self, messages: list[types.SamplingMessage], *, max_tokens: int
     ) -> types.CreateMessageResult:
         """Ask the client's model (2025-11-25 sessions with the sampling capability)."""
-        return await self.session.create_message(
+        result: types.CreateMessageResult = await self.session.create_message(
             messages, max_tokens=max_tokens, related_request_id=self.request_id
         )
+        return result
 
 
 def _enter(ctx: McpCallContext) -> contextvars.Token[McpCallContext | None]:

@@ -48,7 +48,7 @@ class Handles:
         """
         prefix = f"{kind}_"
         try:
-            if not isinstance(handle, str) or not handle.startswith(prefix):
+            if type(handle) is not str or not handle.startswith(prefix):  # a caller may pass anything
                 raise InvalidToken("wrong kind")
             claims = self._signer.verify(handle[len(prefix) :])
             if claims.get("k") != kind or claims.get("t") != principal.tenant:

@@ -321,7 +321,7 @@ def scan_servers(servers: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[Fin
         if len(servs) > 1:
             # The first server to offer a name keeps it; every later one is the shadow (high).
             for i, server in enumerate(servs):
-                others = ", ".join(s for s in servs if s != server)
+                shadowed_by = ", ".join(s for s in servs if s != server)
                 findings.append(
                     Finding(
                         server=server,
@@ -330,7 +330,7 @@ def scan_servers(servers: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[Fin
                         severity="high" if i else "medium",
                         path="name",
                         evidence=name,
-                        message=f"the same tool name is offered by {others}",
+                        message=f"the same tool name is offered by {shadowed_by}",
                     )
                 )
     return findings
