@@ -124,7 +124,7 @@ def mint_key(ctx: CallContext) -> str:
 
 def _legacy(ctx: CallContext) -> str | None:
     """The version-1 key of this call, when its store may still hold one (see `hashing`)."""
-    if not may_hold_legacy(ctx.gate.stores.idempotency):
+    if ctx.gate._own_stores or not may_hold_legacy(ctx.gate.stores.idempotency):
         return None
     assert ctx.tool is not None
     return legacy_key(ctx.tool.name, ctx.principal, _basis(ctx)[1])

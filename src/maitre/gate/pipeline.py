@@ -143,6 +143,10 @@ class Gate:
         self._budgets = budgets or Budgets()
         self._stages = _StageList(stages if stages is not None else DEFAULT_STAGES, self._rebuild)
         self.stores: Stores = stores if stores is not None else MemoryStores()
+        self._own_stores = stores is None
+        """True when the gate made its own in-process stores: they cannot hold records written
+        before the hash format changed, so a missed idempotency key is never looked up again
+        under its version-1 form (see `maitre.gate.hashing`)."""
         self.limits = limits or GateLimits()
         self.approval_ttl_s = approval_ttl_s
         self.approvals = ApprovalService(self)

@@ -40,7 +40,7 @@ from .validate import check_invalid_budget, invalid_budget_now, validate, valida
 if TYPE_CHECKING:
     from .pipeline import Gate
 
-__all__ = ["Plan", "Step", "build_plan", "steps_of"]
+__all__ = ["Plan", "Settler", "Step", "SyncStep", "build_plan", "steps_of"]
 
 SyncStep = Callable[[CallContext], ToolError | None]
 Step = tuple[Callable[[CallContext], Any], bool]
