@@ -11,7 +11,8 @@ back as a `ToolResult` with `is_error=True` and a `ToolError` the model can act 
 audited. Only the caller's own cancellation propagates: that is the host stopping work.
 
 Stages are plain async callables (`maitre.gate.base.Stage`) in an ordered list, so a host can
-insert its own; recorders run after every call, refused or executed.
+insert its own; recorders run after every call, refused or executed. After `resolve`, a call runs
+its tool's plan (`maitre.gate.plan`): only the stages that can act on that tool, built once.
 
 Identity is part of every piece of state: the gate tracks runs by (tenant, user, run id), so a
 second user of the same tenant who names another user's run id gets a fresh run of their own -
