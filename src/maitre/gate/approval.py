@@ -25,7 +25,7 @@ from typing import Any
 from ..audit.canonical import hash_text
 from ..exceptions import UserError
 from ..policy import normalise_user
-from ..stores import ApprovalRequest, ApprovalStateError
+from ..stores import ApprovalRequest, ApprovalStateError, ApprovalStatus, ApprovalStore
 from ..types import ApprovalTicket, ErrorCode, Principal, ToolError
 from .authorize import validated_arguments
 from .base import CallContext, Decision
@@ -226,11 +226,12 @@ class ApprovalService:
         self._gate = gate
 
     @property
-    def _store(self) -> Any:
-        return self._gate.stores.approvals
+    def _store(self) -> ApprovalStore:
+        store: ApprovalStore = self._gate.stores.approvals
+        return store
 
     async def list(
-        self, *, status: str | None = "pending", tenant: str | None = None
+        self, *, status: ApprovalStatus | None = "pending", tenant: str | None = None
     ) -> list[ApprovalRequest]:
         return await self._store.list(status=status, tenant=tenant, now=time.time())
 

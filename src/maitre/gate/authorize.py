@@ -7,6 +7,7 @@ whether the resource exists, who owns it, or which rule fired (those go to the a
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 from ..jsonutil import to_jsonable
 from ..policy import Action, PolicyDecision, PolicyRequest, decide
@@ -18,7 +19,7 @@ __all__ = ["DENIED_MESSAGE", "authorize", "validated_arguments"]
 DENIED_MESSAGE = "Permission denied for this call. Do not retry it; tell the user you cannot do this."
 
 
-def validated_arguments(ctx: CallContext) -> dict:
+def validated_arguments(ctx: CallContext) -> dict[str, Any]:
     """The validated arguments as JSON-ready data (what policies, hashes and approvers see)."""
     cached = ctx.validated_json
     if cached is None:

@@ -94,11 +94,12 @@ def _deadline_passed(ctx: CallContext, tool: Tool) -> ToolError:
 
 
 async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
-    lease = None
+    lease: _Lease | None = None
     if tool.fn is not None and not tool.is_async:
-        lease = _SLOTS.lease(tool)
-        if isinstance(lease, ToolError):
-            return lease  # nothing ran: the key is released and the error is the gate's own
+        admitted = _SLOTS.lease(tool)
+        if isinstance(admitted, ToolError):
+            return admitted  # nothing ran: the key is released and the error is the gate's own
+        lease = admitted
     ctx.executed = True
     ctx.tool_raised = False
     resume: _Resume | None = None
@@ -138,16 +139,18 @@ async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
             retryable=True,
         )
     except BaseException as caught:
-        exc = caught.raised if isinstance(caught, _Escaped) else caught
-        if exc is caught and not isinstance(exc, Exception) and _host_stopping(exc, resume):
+        raised = caught.raised if isinstance(caught, _Escaped) else caught
+        if raised is caught and not isinstance(raised, Exception) and _host_stopping(raised, resume):
             raise
-        logger.error("tool %s raised %s (call %s)", tool.name, type(exc).__name__, ctx.call.id, exc_info=exc)
+        logger.error(
+            "tool %s raised %s (call %s)", tool.name, type(raised).__name__, ctx.call.id, exc_info=raised
+        )
         return ToolError(
             ErrorCode.INTERNAL,
-            f"{tool.name} failed with an internal error ({_type_name(exc)}). This is not caused by "
+            f"{tool.name} failed with an internal error ({_type_name(raised)}). This is not caused by "
             "your arguments; retrying the same call will fail the same way. Continue without it or tell "
             "the user.",
-            details={"exception": _type_name(exc)},
+            details={"exception": _type_name(raised)},
         )
 
 
@@ -220,10 +223,12 @@ async def invoke_tool(
     if tool.is_async:
         return await tool.fn(**kwargs)
     if lease is None:  # a caller other than `_attempt`: admit here
-        lease = _SLOTS.lease(tool)
-        if isinstance(lease, ToolError):
-            raise lease
-    work = functools.partial(lease.run, contextvars.copy_context(), functools.partial(tool.fn, **kwargs))
+        admitted = _SLOTS.lease(tool)
+        if isinstance(admitted, ToolError):
+            raise admitted
+        lease = admitted
+    held: _Lease = lease
+    work = functools.partial(held.run, contextvars.copy_context(), functools.partial(tool.fn, **kwargs))
     try:
         try:
             loop = asyncio.get_running_loop()
@@ -235,7 +240,7 @@ async def invoke_tool(
         # cancellation the awaiting future is cancelled and the thread abandoned, as with anyio.
         return await loop.run_in_executor(_executor(), work)
     finally:
-        lease.give_up()  # frees the slot only if no thread ever started the call
+        held.give_up()  # frees the slot only if no thread ever started the call
 
 
 SYNC_POOL_SIZE = 64

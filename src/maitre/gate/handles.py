@@ -45,7 +45,8 @@ def builtin_toolbox(handles: Any) -> Toolbox:
             )
         tail = f"\n[page {page} of {len(pages)} of the result of {meta.get('tool', 'a tool')}"
         tail += f'; next: read_result(handle="{handle}", page={page + 1})]' if page < len(pages) else "]"
-        return pages[page - 1] + tail
+        shown: str = pages[page - 1]
+        return shown + tail
 
     box.add(
         Tool.from_function(

@@ -522,7 +522,7 @@ def _sendable_ids(call: ToolCall, options: CallOptions) -> tuple[ToolCall, CallO
         return call, options  # the common case, checked without building anything (hot path)
     call = ToolCall(
         id=_sendable(str(call.id)),
-        name=_sendable(call.name) if isinstance(call.name, str) else call.name,
+        name=_sendable(call.name) if type(call.name) is str else call.name,  # a door may pass a non-str
         arguments=call.arguments,
         run_id=_sendable(call.run_id) if isinstance(call.run_id, str) else None,
     )

@@ -18,7 +18,7 @@ async def resolve(ctx: CallContext) -> ToolError | None:
 
 def resolve_now(ctx: CallContext) -> ToolError | None:
     """The resolve stage as a plain function (it never waits)."""
-    name = ctx.call.name
+    name: object = ctx.call.name  # typed str, but a door may pass anything a model wrote
     tool = ctx.gate.find_tool(name) if isinstance(name, str) else None
     visible = ctx.run.visible_tools
     if tool is not None and (visible is None or tool.name in visible or tool.name in ctx.gate.builtin_names):
