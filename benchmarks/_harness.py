@@ -167,8 +167,9 @@ async def ameasure(
     fn: Callable[[], Any], n: int = 2_000, *, name: str = "", warmup: int = 200, batch: int | None = None
 ) -> Stats:
     """Warm up, then time `n` calls of `fn` (sync or async) from inside a running event loop."""
-    return (await acompare({name or getattr(fn, "__name__", "fn"): fn}, n, warmup=warmup, rounds=1,
-                           batch=batch))[0]
+    return (
+        await acompare({name or getattr(fn, "__name__", "fn"): fn}, n, warmup=warmup, rounds=1, batch=batch)
+    )[0]
 
 
 def compare(
@@ -226,8 +227,13 @@ def print_table(
     body = []
     for row in rows:
         base = by_name.get(versus.get(row.name, anchor or ""))
-        cells = [row.name, _fmt(row.p50), _fmt(row.p99), _fmt(row.mean),
-                 f"{row.n}" + (f" (÷{row.batch})" if row.batch > 1 else "")]
+        cells = [
+            row.name,
+            _fmt(row.p50),
+            _fmt(row.p99),
+            _fmt(row.mean),
+            f"{row.n}" + (f" (÷{row.batch})" if row.batch > 1 else ""),
+        ]
         if base is None:
             cells += ["", "", ""]
         elif base is row:
@@ -242,8 +248,12 @@ def print_table(
         widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
         print(f"\n{title}")
         for cells in [header, *body]:
-            print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
-                            for i, (c, w) in enumerate(zip(cells, widths, strict=True))))
+            print(
+                "  ".join(
+                    str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                    for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+                )
+            )
         if note:
             print(note)
         return

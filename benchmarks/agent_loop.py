@@ -312,7 +312,9 @@ def _report(steps: int, rows: list[_Row]) -> None:
         ),
     )
     positions = [p for p in POSITIONS if p <= steps]
-    print(f"per-step p50 µs by step number ({', '.join(map(str, positions))}): the conversation grows each step")
+    print(
+        f"per-step p50 µs by step number ({', '.join(map(str, positions))}): the conversation grows each step"
+    )
     for row in rows:
         cells = ", ".join(f"{statistics.median(row.by_position[p]):.0f}" for p in positions)
         print(f"  {row.stats.name:<44} {cells}")
@@ -374,6 +376,8 @@ _APART = (
     ("events (_emit, every kind)", "_emit"),
 )
 """Parts inside the rows above, shown apart and not summed."""
+
+
 async def _breakdown_one(agent: Agent, steps: int, runs: int) -> list[tuple[str, float, float]]:
     """(label, mean µs per model call, calls per model call) over `runs` instrumented runs."""
     import maitre.agent.context_manager as context_module
@@ -426,14 +430,21 @@ async def _breakdown_one(agent: Agent, steps: int, runs: int) -> list[tuple[str,
     overhead = total_ns - model_ns - tool_ns
     rows: list[tuple[str, float, float]] = []
     for attr, name, parent in _PARTS:
-        rows.append((("  " if parent else "") + name, spent[name] / 1000 / model_calls, calls[name] / model_calls))
+        rows.append(
+            (("  " if parent else "") + name, spent[name] / 1000 / model_calls, calls[name] / model_calls)
+        )
         if attr == "_run_calls":
             rows.append((_GATE, spent[_GATE] / 1000 / model_calls, calls[_GATE] / model_calls))
         if attr == "_save":
             rows.append((_SAVE, spent[_SAVE] / 1000 / model_calls, calls[_SAVE] / model_calls))
     summed = sum(spent[name] for _, name, parent in _PARTS if not parent) + spent[_GATE] + spent[_SAVE]
-    rows.append(("rest: run set-up, progress check, loop bookkeeping, ending", (overhead - summed) / 1000 / model_calls,
-                 0.0))
+    rows.append(
+        (
+            "rest: run set-up, progress check, loop bookkeeping, ending",
+            (overhead - summed) / 1000 / model_calls,
+            0.0,
+        )
+    )
     rows.append(("TOTAL overhead per model call (instrumented)", overhead / 1000 / model_calls, 0.0))
     rows.append(("inside the rows above:", 0.0, 0.0))
     for name, _ in _APART:
@@ -444,11 +455,16 @@ async def _breakdown_one(agent: Agent, steps: int, runs: int) -> list[tuple[str,
 async def _breakdown(steps_list: list[int], runs: int, directory: str | None) -> None:
     async def job(sqlite: Stores) -> None:
         for steps in steps_list:
-            for label, store in (("default stores", None), ("MemoryStores, audit on", MemoryStores()),
-                                 ("SQLite", sqlite)):
+            for label, store in (
+                ("default stores", None),
+                ("MemoryStores, audit on", MemoryStores()),
+                ("SQLite", sqlite),
+            ):
                 gc.collect()
                 parts = await _breakdown_one(_maitre_agent(steps, store), steps, runs)
-                print(f"\nmaitre Agent, {label}, runs of {steps} tool steps + 1 answer: mean µs per model call")
+                print(
+                    f"\nmaitre Agent, {label}, runs of {steps} tool steps + 1 answer: mean µs per model call"
+                )
                 for name, us, per_step in parts:
                     shown = f"{us:8.1f}" if us or per_step else ""
                     count = f"{per_step:5.1f} calls/step" if per_step else ""
@@ -477,9 +493,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs (a smoke run)")
     parser.add_argument("--runs", type=int, default=None, help="runs per row of 10-step runs (default 200)")
-    parser.add_argument("--steps", default=None, help="run lengths in tool steps, comma separated (default 10,50)")
+    parser.add_argument(
+        "--steps", default=None, help="run lengths in tool steps, comma separated (default 10,50)"
+    )
     parser.add_argument("--dir", default=None, help="where the temporary SQLite file goes (default: $TMPDIR)")
-    parser.add_argument("--breakdown", action="store_true", help="time the loop's parts inside real runs instead")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="time the loop's parts inside real runs instead"
+    )
     options = parser.parse_args()
     main(
         quick=options.quick,

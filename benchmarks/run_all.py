@@ -102,8 +102,13 @@ def _header(text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run every benchmark (`make bench`).")
-    parser.add_argument("--only", action="append", metavar="NAME", default=[],
-                        help="run only this benchmark (file name without .py); repeatable or comma-separated")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        default=[],
+        help="run only this benchmark (file name without .py); repeatable or comma-separated",
+    )
     parser.add_argument("--quick", action="store_true", help="pass quick=True to benchmarks that accept it")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     options = parser.parse_args(argv)
@@ -115,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     wanted = [n.strip().removesuffix(".py") for item in options.only for n in item.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in available]
     if unknown:
-        print(f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(available)}", file=sys.stderr)
+        print(
+            f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(available)}", file=sys.stderr
+        )
         return 2
     names = wanted or available
 

@@ -33,8 +33,15 @@ def chain(n: int) -> list[AuditEntry]:
     prev = GENESIS_HASH
     for i in range(n):
         sealed = seal(
-            AuditEntry(at=1_700_000_000.5 + i, user="ann", tenant="acme", tool="issue_refund",
-                       decision="allow" if i % 2 else "deny", call_id=f"c{i}", duration_ms=0.25 * i),
+            AuditEntry(
+                at=1_700_000_000.5 + i,
+                user="ann",
+                tenant="acme",
+                tool="issue_refund",
+                decision="allow" if i % 2 else "deny",
+                call_id=f"c{i}",
+                duration_ms=0.25 * i,
+            ),
             seq=i + 1,
             prev_hash=prev,
         )
@@ -168,8 +175,21 @@ def test_the_verifier_stops_at_the_first_break() -> None:
 
 @given(
     index=st.integers(min_value=0, max_value=7),
-    field=st.sampled_from(["at", "user", "tenant", "tool", "decision", "call_id", "duration_ms", "replayed",
-                           "error_code", "arguments", "prev_hash"]),
+    field=st.sampled_from(
+        [
+            "at",
+            "user",
+            "tenant",
+            "tool",
+            "decision",
+            "call_id",
+            "duration_ms",
+            "replayed",
+            "error_code",
+            "arguments",
+            "prev_hash",
+        ]
+    ),
 )
 def test_changing_any_field_of_any_entry_is_caught_at_that_entry(index: int, field: str) -> None:
     entries = chain(8)
@@ -207,8 +227,15 @@ def test_canonical_json_refuses_values_json_cannot_represent_exactly() -> None:
 
 
 @pytest.mark.parametrize(
-    "hostile", ['{"a": NaN}', '{"a": -Infinity}', '{"a": 1e400}', '{"a": 123456789012345678901234567890}',
-                '{"a": "\\ud800"}', '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]']
+    "hostile",
+    [
+        '{"a": NaN}',
+        '{"a": -Infinity}',
+        '{"a": 1e400}',
+        '{"a": 123456789012345678901234567890}',
+        '{"a": "\\ud800"}',
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+    ],
 )
 def test_digest_never_fails_on_what_a_model_can_send(hostile: str) -> None:
     """json.loads accepts these; RFC 8785 does not. The audit digest still works, deterministically."""
@@ -239,7 +266,11 @@ def test_fallback_digests_never_collide_with_canonical_ones() -> None:
 
 def test_redaction_turns_unrepresentable_leaves_into_strings() -> None:
     assert redact({"a": float("nan"), "b": 2**60, "c": Decimal("1.50"), "d": (1, 2), "e": 1.5}) == {
-        "a": "nan", "b": str(2**60), "c": "1.50", "d": [1, 2], "e": 1.5
+        "a": "nan",
+        "b": str(2**60),
+        "c": "1.50",
+        "d": [1, 2],
+        "e": 1.5,
     }
 
 
@@ -258,4 +289,7 @@ def test_redaction_hides_sensitive_values_at_any_depth_and_keeps_the_shape() -> 
         "clientSecret": REDACTED,
     }
     assert value["auth"]["X-Api-Key"] == "sk-1"  # the input is untouched
-    assert redact({"order_id": "ORD-1", "email": "a@b"}, keys=("email",)) == {"order_id": "ORD-1", "email": REDACTED}
+    assert redact({"order_id": "ORD-1", "email": "a@b"}, keys=("email",)) == {
+        "order_id": "ORD-1",
+        "email": REDACTED,
+    }

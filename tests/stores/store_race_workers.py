@@ -61,8 +61,14 @@ async def _race(kind: str, where: str, schema: str | None, op: str, worker: int,
                     won.append(i)
             elif op == "append":
                 sealed = await stores.audit.append(
-                    AuditEntry(at=time.time(), user=f"w{worker}", tenant="acme", tool="t", decision="allow",
-                               call_id=f"w{worker}-{i}")
+                    AuditEntry(
+                        at=time.time(),
+                        user=f"w{worker}",
+                        tenant="acme",
+                        tool="t",
+                        decision="allow",
+                        call_id=f"w{worker}-{i}",
+                    )
                 )
                 won.append(sealed.seq)
             else:

@@ -34,8 +34,9 @@ H2 = "b" * 64
 T0 = 1_000_000.0
 
 
-def request_(id_: str = "apr-1", *, tenant: str = "acme", created: float = T0, ttl: float = 600.0,
-             **overrides: object) -> ApprovalRequest:
+def request_(
+    id_: str = "apr-1", *, tenant: str = "acme", created: float = T0, ttl: float = 600.0, **overrides: object
+) -> ApprovalRequest:
     fields: dict[str, object] = dict(
         id=id_,
         tool="issue_refund",
@@ -110,7 +111,10 @@ async def test_approving_binds_the_approval_to_the_call_hash(stores: Stores) -> 
     await stores.approvals.create(request_())
     decided = await stores.approvals.decide("apr-1", approve=True, approver="bob", message="ok", now=T0 + 5)
     assert (decided.status, decided.approver, decided.decided_at, decided.approved_hash) == (
-        "approved", "bob", T0 + 5, H1
+        "approved",
+        "bob",
+        T0 + 5,
+        H1,
     )
     assert await stores.approvals.get("apr-1", now=T0 + 6) == decided
 
@@ -161,7 +165,12 @@ async def test_edited_arguments_get_their_own_hash_and_the_old_call_no_longer_ru
             "apr-1", approve=True, approver="bob", edited_arguments={"amount": "5.00"}, now=T0 + 1
         )
     decided = await stores.approvals.decide(
-        "apr-1", approve=True, approver="bob", edited_arguments={"amount": "5.00"}, approved_hash=H2, now=T0 + 1
+        "apr-1",
+        approve=True,
+        approver="bob",
+        edited_arguments={"amount": "5.00"},
+        approved_hash=H2,
+        now=T0 + 1,
     )
     assert decided.approved_hash == H2 and decided.approved_arguments == {"amount": "5.00"}
     assert not await stores.approvals.consume("apr-1", call_hash=H1, now=T0 + 2)
@@ -203,8 +212,15 @@ async def test_pending_unknown_and_expired_approvals_are_never_consumed(stores: 
 async def test_listing_filters_by_effective_status_and_tenant(stores: Stores) -> None:
     """list() sees expiry, filters by tenant, keeps creation order and honours limit."""
     for i, (id_, tenant, ttl) in enumerate(
-        [("p1", "acme", 600), ("p2", "acme", 600), ("x1", "other", 600), ("e1", "acme", 10), ("a1", "acme", 600),
-         ("d1", "acme", 600), ("u1", "acme", 600)]
+        [
+            ("p1", "acme", 600),
+            ("p2", "acme", 600),
+            ("x1", "other", 600),
+            ("e1", "acme", 10),
+            ("a1", "acme", 600),
+            ("d1", "acme", 600),
+            ("u1", "acme", 600),
+        ]
     ):
         await stores.approvals.create(request_(id_, tenant=tenant, created=T0 + i, ttl=ttl))
     for id_ in ("a1", "u1"):
@@ -247,12 +263,18 @@ async def test_concurrent_consumers_in_one_process_get_one_true(stores: Stores) 
 
 async def test_the_first_begin_owns_the_key_and_records_intent(stores: Stores) -> None:
     """begin() returns None to the owner and leaves an in_flight record with a lease."""
-    owned = await stores.idempotency.begin("k1", tenant="acme", tool="issue_refund", fingerprint="f1",
-                                           now=T0, lease_s=30)
+    owned = await stores.idempotency.begin(
+        "k1", tenant="acme", tool="issue_refund", fingerprint="f1", now=T0, lease_s=30
+    )
     assert owned is None
     record = await stores.idempotency.get("k1", tenant="acme")
     assert record is not None
-    assert (record.state, record.fingerprint, record.tool, record.result) == ("in_flight", "f1", "issue_refund", None)
+    assert (record.state, record.fingerprint, record.tool, record.result) == (
+        "in_flight",
+        "f1",
+        "issue_refund",
+        None,
+    )
     assert (record.created_at, record.updated_at, record.lease_until) == (T0, T0, T0 + 30)
 
 
@@ -260,7 +282,11 @@ async def test_a_second_begin_sees_the_existing_record_unchanged(stores: Stores)
     """Nobody else owns a key that is taken, and their begin() overwrites nothing."""
     await stores.idempotency.begin("k1", tenant="acme", tool="issue_refund", fingerprint="f1", now=T0)
     again = await stores.idempotency.begin("k1", tenant="acme", tool="other", fingerprint="f2", now=T0 + 1)
-    assert again is not None and (again.state, again.fingerprint, again.tool) == ("in_flight", "f1", "issue_refund")
+    assert again is not None and (again.state, again.fingerprint, again.tool) == (
+        "in_flight",
+        "f1",
+        "issue_refund",
+    )
 
 
 async def test_a_completed_key_returns_its_stored_result_byte_for_byte(stores: Stores) -> None:
@@ -269,7 +295,11 @@ async def test_a_completed_key_returns_its_stored_result_byte_for_byte(stores: S
     await stores.idempotency.begin("k1", tenant="acme", tool="t", fingerprint="f", now=T0)
     await stores.idempotency.complete("k1", result, tenant="acme", now=T0 + 1)
     replay = await stores.idempotency.begin("k1", tenant="acme", tool="t", fingerprint="f", now=T0 + 2)
-    assert replay is not None and (replay.state, replay.result, replay.updated_at) == ("completed", result, T0 + 1)
+    assert replay is not None and (replay.state, replay.result, replay.updated_at) == (
+        "completed",
+        result,
+        T0 + 1,
+    )
 
 
 async def test_a_stored_result_is_never_overwritten(stores: Stores) -> None:
@@ -321,7 +351,10 @@ async def test_idempotency_keys_never_cross_tenants(stores: Stores) -> None:
     """The same key in two tenants is two keys: no replay of another tenant's result."""
     await stores.idempotency.begin("refund:ORD-1", tenant="acme", tool="t", fingerprint="f", now=T0)
     await stores.idempotency.complete("refund:ORD-1", '"acme secret"', tenant="acme", now=T0)
-    assert await stores.idempotency.begin("refund:ORD-1", tenant="globex", tool="t", fingerprint="f", now=T0) is None
+    assert (
+        await stores.idempotency.begin("refund:ORD-1", tenant="globex", tool="t", fingerprint="f", now=T0)
+        is None
+    )
     assert await stores.idempotency.get("refund:ORD-1", tenant="globex") is not None
     assert not await stores.idempotency.release("refund:ORD-1", tenant="other")
 
@@ -357,10 +390,29 @@ async def test_audit_entries_round_trip_exactly_and_verify(stores: Stores) -> No
     """Every field survives storage (floats, None, bools, unicode), so stored hashes still verify."""
     appended = [
         await stores.audit.append(entry(0)),
-        await stores.audit.append(entry(1, decision="deny", error_code="PERMISSION_DENIED", detail="cross-tenant",
-                                        result_digest=None, duration_ms=0.1 + 0.2)),
-        await stores.audit.append(entry(2, decision="replayed", replayed=True, user="zoë", at=T0 + 1e-6,
-                                        approval_id="apr-1", run_id=None, call_id=None, duration_ms=1000)),
+        await stores.audit.append(
+            entry(
+                1,
+                decision="deny",
+                error_code="PERMISSION_DENIED",
+                detail="cross-tenant",
+                result_digest=None,
+                duration_ms=0.1 + 0.2,
+            )
+        ),
+        await stores.audit.append(
+            entry(
+                2,
+                decision="replayed",
+                replayed=True,
+                user="zoë",
+                at=T0 + 1e-6,
+                approval_id="apr-1",
+                run_id=None,
+                call_id=None,
+                duration_ms=1000,
+            )
+        ),
     ]
     stored = await stores.audit.entries()
     assert stored == appended
@@ -433,8 +485,9 @@ async def test_the_sql_audit_table_refuses_edits_and_verify_catches_a_forced_one
 async def test_a_handle_is_readable_by_its_tenant_only_until_it_expires(stores: Stores) -> None:
     """get() returns the pages to the owning tenant before expiry, None otherwise."""
     pages = ["page one", "page two ☕"]
-    await stores.handles.put("h1", tenant="acme", user="ann", pages=pages, meta={"tool": "search", "total": 2},
-                             now=T0, ttl_s=60)
+    await stores.handles.put(
+        "h1", tenant="acme", user="ann", pages=pages, meta={"tool": "search", "total": 2}, now=T0, ttl_s=60
+    )
     got = await stores.handles.get("h1", tenant="acme", now=T0 + 59)
     assert got is not None and got.pages == pages and got.meta == {"tool": "search", "total": 2}
     pages_, meta = got  # it is a (pages, meta) tuple too
@@ -495,7 +548,12 @@ async def test_a_run_belongs_to_its_tenant(stores: Stores) -> None:
 
 async def test_runs_list_newest_first_with_filters(stores: Stores) -> None:
     for i, (run_id, tenant, status) in enumerate(
-        [("r1", "acme", "done"), ("r2", "acme", "paused"), ("r3", "globex", "paused"), ("r4", "acme", "paused")]
+        [
+            ("r1", "acme", "done"),
+            ("r2", "acme", "paused"),
+            ("r3", "globex", "paused"),
+            ("r4", "acme", "paused"),
+        ]
     ):
         await stores.runs.save(run_id, tenant=tenant, status=status, state_json="{}", now=T0 + i)
     assert [r.run_id for r in await stores.runs.list()] == ["r4", "r3", "r2", "r1"]
@@ -519,7 +577,9 @@ async def test_a_refused_call_spends_nothing_and_tokens_refill_up_to_burst(limit
     assert await limiter.acquire("k", rate_per_s=1, burst=2, now=T0 + 1) == 0.0
     # A long idle period refills to burst, not beyond.
     assert [await limiter.acquire("k", rate_per_s=1, burst=2, now=T0 + 100) for _ in range(3)] == [
-        0.0, 0.0, pytest.approx(1.0)
+        0.0,
+        0.0,
+        pytest.approx(1.0),
     ]
 
 

@@ -54,7 +54,9 @@ async def _open(kind: str, where: str, schema: str | None) -> Stores:
     return await PostgresStores.open(where, schema=schema or "maitre")
 
 
-def _run(pool: tuple[Any, Any], kind: str, where: str, schema: str | None, op: str, count: int) -> list[list[Any]]:
+def _run(
+    pool: tuple[Any, Any], kind: str, where: str, schema: str | None, op: str, count: int
+) -> list[list[Any]]:
     workers, _ = pool
     tasks = [(kind, where, schema, op, worker, count) for worker in range(WORKERS)]
     return workers.map(store_race_workers.race, tasks, chunksize=1)
@@ -86,10 +88,18 @@ def test_processes_racing_consume_on_an_approval_get_exactly_one_true(
         stores = await _open(kind, where, schema)
         now = time.time()
         for i in range(KEYS):
-            await stores.approvals.create(ApprovalRequest(
-                id=f"apr-{i}", tool="issue_refund", arguments={"i": i}, call_hash="a" * 64, user="ann",
-                tenant="acme", created_at=now, expires_at=now + 600,
-            ))
+            await stores.approvals.create(
+                ApprovalRequest(
+                    id=f"apr-{i}",
+                    tool="issue_refund",
+                    arguments={"i": i},
+                    call_hash="a" * 64,
+                    user="ann",
+                    tenant="acme",
+                    created_at=now,
+                    expires_at=now + 600,
+                )
+            )
             await stores.approvals.decide(f"apr-{i}", approve=True, approver="bob")
         await stores.close()
 
@@ -151,9 +161,7 @@ _KILLED_WRITER = textwrap.dedent(
 def test_a_process_killed_inside_a_sqlite_write_loses_nothing_committed(tmp_path: Any) -> None:
     """SIGKILL while holding the write lock: the lock is freed, commits survive, the rest vanishes."""
     path = os.path.join(tmp_path, "crash.db")
-    child = subprocess.Popen(
-        [sys.executable, "-c", _KILLED_WRITER, path], stdout=subprocess.PIPE, text=True
-    )
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, path], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
     finally:

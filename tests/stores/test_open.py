@@ -25,8 +25,16 @@ pytestmark = pytest.mark.anyio
 
 def _request(id_: str = "apr-1") -> ApprovalRequest:
     now = time.time()
-    return ApprovalRequest(id=id_, tool="issue_refund", arguments={"amount": "12.50"}, call_hash="a" * 64,
-                           user="ann", tenant="acme", created_at=now, expires_at=now + 600)
+    return ApprovalRequest(
+        id=id_,
+        tool="issue_refund",
+        arguments={"amount": "12.50"},
+        call_hash="a" * 64,
+        user="ann",
+        tenant="acme",
+        created_at=now,
+        expires_at=now + 600,
+    )
 
 
 async def test_memory_url_opens_memory_stores() -> None:
@@ -179,7 +187,9 @@ async def test_postgres_schema_names_must_be_plain_identifiers(pg_dsn: str) -> N
 @pytest.mark.redis
 async def test_rate_limits_can_live_in_redis_next_to_sqlite(tmp_path: Any, redis_url: str) -> None:
     prefix = f"maitre-test:{uuid.uuid4().hex}:"
-    stores = await open_stores(os.path.join(tmp_path, "m.db"), rate_limits_url=redis_url, rate_limits_prefix=prefix)
+    stores = await open_stores(
+        os.path.join(tmp_path, "m.db"), rate_limits_url=redis_url, rate_limits_prefix=prefix
+    )
     from maitre.stores import RedisRateLimiter
 
     assert isinstance(stores.rate_limits, RedisRateLimiter)

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from maitre.stores import MemoryStores, SQLiteStores
 
 steps = st.lists(
-    st.tuples(st.floats(min_value=-1.0, max_value=5.0, allow_nan=False), st.integers(min_value=1, max_value=4)),
+    st.tuples(
+        st.floats(min_value=-1.0, max_value=5.0, allow_nan=False), st.integers(min_value=1, max_value=4)
+    ),
     min_size=1,
     max_size=25,
 )
@@ -34,10 +36,12 @@ def test_sqlite_and_memory_buckets_give_the_same_answers(rate: float, burst: int
             got_sqlite, got_memory = [], []
             for dt, cost in sequence:
                 now += dt  # dt may be negative: clocks do go backwards
-                got_sqlite.append(await sqlite.rate_limits.acquire("k", rate_per_s=rate, burst=burst, cost=cost,
-                                                                   now=now))
-                got_memory.append(await memory.rate_limits.acquire("k", rate_per_s=rate, burst=burst, cost=cost,
-                                                                   now=now))
+                got_sqlite.append(
+                    await sqlite.rate_limits.acquire("k", rate_per_s=rate, burst=burst, cost=cost, now=now)
+                )
+                got_memory.append(
+                    await memory.rate_limits.acquire("k", rate_per_s=rate, burst=burst, cost=cost, now=now)
+                )
             await sqlite.close()
             return got_sqlite, got_memory
 
