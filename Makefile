@@ -23,6 +23,8 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/ruff format --check --quiet src tests examples benchmarks
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
@@ -30,6 +32,8 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/mypy
 
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests examples benchmarks
