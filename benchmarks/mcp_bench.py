@@ -3,9 +3,11 @@
 What is measured: requests per second and per-request latency (p50/p99) of 2026-07-28 stateless
 `tools/call` POSTs, 8 concurrent keep-alive connections, for `get_order(order_id)` served by
 
-- `MCPServer` (mcp 2.3.0, stateless, JSON responses): the anchor;
-- maitre's `GovernedServer` with the same function in a `Toolbox`, every call through `Gate.call`
-  (JSON responses, then the default mode that switches to SSE only when a call streams).
+- `MCPServer` (mcp 2.3.0, stateless) in JSON-response mode and in its default (SSE-capable) mode:
+  the anchors;
+- maitre's `GovernedServer` with the same function in a `Toolbox`, every call through `Gate.call`,
+  in the same two modes. Each maitre row is compared with the anchor in the same mode (the same
+  transport settings on both sides).
 
 Method (ANCHORS.md): each server is a subprocess pinned to CPU 0, the load generator runs here on
 CPU 1; both servers get `gc.freeze()` after start-up; the generator is a minimal asyncio HTTP/1.1
@@ -25,7 +27,6 @@ import gc
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -46,12 +47,12 @@ async def get_order(order_id: str) -> dict[str, str]:
     return {"order_id": order_id, "status": "shipped"}
 
 
-def _plain_app() -> Any:
+def _plain_app(json_response: bool) -> Any:
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("bench")
     server.tool()(get_order)
-    return server.streamable_http_app(stateless_http=True, json_response=True)
+    return server.streamable_http_app(stateless_http=True, json_response=json_response)
 
 
 def _maitre_app(json_response: bool) -> Any:
@@ -73,7 +74,8 @@ def _serve(kind: str, port: int) -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.ERROR)
     with contextlib.suppress(AttributeError, OSError):
         os.sched_setaffinity(0, {0})
-    app = _plain_app() if kind == "plain" else _maitre_app(json_response=(kind == "maitre-json"))
+    json_response = kind.endswith("-json")
+    app = _plain_app(json_response) if kind.startswith("plain") else _maitre_app(json_response)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", access_log=False)
     server = uvicorn.Server(config)
 
@@ -202,8 +204,9 @@ def main(quick: bool = False) -> None:
         os.sched_setaffinity(0, {1})
     seconds, rounds = (2.0, 2) if quick else (6.0, 3)
     kinds = {
-        "plain": "MCPServer (anchor, JSON)",
+        "plain-json": "MCPServer (anchor, JSON)",
         "maitre-json": "maitre governed (JSON)",
+        "plain": "MCPServer (anchor, default)",
         "maitre": "maitre governed (default)",
     }
     rows = {kind: Row(name=label) for kind, label in kinds.items()}
@@ -214,19 +217,23 @@ def main(quick: bool = False) -> None:
         for _ in range(rounds):
             for kind, port in ports.items():
                 asyncio.run(_load(port, seconds, rows[kind]))
-    anchor = rows["plain"]
+    anchors = {"plain-json": rows["plain-json"], "maitre-json": rows["plain-json"]}
+    anchors |= {"plain": rows["plain"], "maitre": rows["plain"]}
     print(
         f"tools/call over Streamable HTTP (2026-07-28 stateless), {CONNECTIONS} connections, "
         f"{rounds} x {seconds:g}s per row; server on CPU 0, load on CPU 1"
     )
-    print(f"{'server':30} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'req/s vs anchor':>16}")
-    for row in rows.values():
+    print(f"{'server':30} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'req/s vs same-mode anchor':>26}")
+    for kind, row in rows.items():
         print(
             f"{row.name:30} {row.rps:9.0f} {row.pct(0.5):8.2f} {row.pct(0.99):8.2f} "
-            f"{row.rps / anchor.rps:15.2f}x"
+            f"{row.rps / anchors[kind].rps:25.2f}x"
         )
-    mean = statistics.fmean(anchor.latencies_ms) if anchor.latencies_ms else float("nan")
-    print(f"(anchor mean latency {mean:.2f} ms; goal: governed >= 0.90x the anchor's req/s)")
+    for mode, kind in (("JSON", "maitre-json"), ("default", "maitre")):
+        ratio = rows[kind].rps / anchors[kind].rps
+        print(
+            f"governed / MCPServer, {mode} mode: {ratio:.2f}x req/s (goal >= 1.0x: {'met' if ratio >= 1 else 'NOT met'})"
+        )
 
 
 if __name__ == "__main__":
