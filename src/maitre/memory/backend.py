@@ -16,59 +16,13 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .persistence import COMMON_SCHEMA
+
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
 __all__ = ["Backend", "COMMON_SCHEMA", "Db"]
-
-#: Tables shared by both backends (the Postgres backend maps the few type names that differ).
-COMMON_SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS memory_meta (
-        name TEXT PRIMARY KEY,
-        value TEXT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS memory_facts (
-        seq {SERIAL_PK},
-        id TEXT NOT NULL UNIQUE,
-        tenant TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        key TEXT NOT NULL,
-        slot TEXT NOT NULL,
-        value TEXT NOT NULL,
-        valid_from BIGINT NOT NULL,
-        recorded_at BIGINT NOT NULL,
-        source TEXT NOT NULL,
-        origin TEXT NOT NULL,
-        status TEXT NOT NULL,
-        superseded_by TEXT,
-        superseded_at BIGINT,
-        retracted INTEGER NOT NULL DEFAULT 0)""",
-    "CREATE INDEX IF NOT EXISTS memory_facts_slot ON memory_facts (tenant, user_id, slot)",
-    "CREATE INDEX IF NOT EXISTS memory_facts_user ON memory_facts (tenant, user_id, status, key)",
-    """CREATE TABLE IF NOT EXISTS memory_tombstones (
-        digest TEXT PRIMARY KEY,
-        created_at BIGINT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS memory_summaries (
-        id TEXT NOT NULL,
-        tenant TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        text TEXT NOT NULL,
-        created_at BIGINT NOT NULL,
-        PRIMARY KEY (tenant, user_id, id))""",
-    """CREATE TABLE IF NOT EXISTS memory_summary_sources (
-        tenant TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        summary_id TEXT NOT NULL,
-        fact_id TEXT NOT NULL,
-        PRIMARY KEY (tenant, user_id, summary_id, fact_id))""",
-    "CREATE INDEX IF NOT EXISTS memory_summary_sources_fact ON memory_summary_sources (fact_id)",
-    """CREATE TABLE IF NOT EXISTS memory_versions (
-        tenant TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        version BIGINT NOT NULL,
-        PRIMARY KEY (tenant, user_id))""",
-]
 
 
 class Db(Protocol):

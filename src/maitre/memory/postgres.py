@@ -1,5 +1,10 @@
 """PostgreSQL backend: one schema per store, full-text search, pgvector when it can be enabled.
 
+The tables and the migration are `memory.persistence`'s (component `memory` in the schema's
+`maitre_schema`), the full-text and vector statements the Postgres engine's search hooks
+(`PostgresSearch`); this module keeps what a synchronous store needs of its own: connections,
+the per-user advisory locks, enabling pgvector, and VACUUM after a deletion.
+
 - *Schema per store*: every table lives in the store's schema (`search_path` is set on each
   connection), so several stores, and each test run, share one database without touching each
   other. Creating the schema takes an advisory lock, so concurrent first use is safe.
@@ -29,13 +34,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import psycopg
 
+from maitre.storage.engine.base import Dialect
+from maitre.storage.engine.postgres import POSTGRES_SEARCH, postgres_dialect
+
 from ..exceptions import UserError
-from .backend import COMMON_SCHEMA
+from .backend import Db
+from .persistence import INDEX, MemoryIndex, SyncTx, drive, postgres_introspection, run_migration
 
 if TYPE_CHECKING:
+    import numpy as np
     from numpy.typing import NDArray
 
 __all__ = ["PostgresBackend"]
@@ -45,13 +54,12 @@ log = logging.getLogger(__name__)
 _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
-def _vector_literal(vec: NDArray[np.float32]) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in np.asarray(vec, dtype=np.float32).tolist()) + "]"
-
-
 class _Db:
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    __slots__ = ("conn", "tx")
+
+    def __init__(self, conn: psycopg.Connection[Any], dialect: Dialect) -> None:
         self.conn = conn
+        self.tx = SyncTx(conn, dialect)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         cur = self.conn.execute(sql.replace("?", "%s"), tuple(params))
@@ -61,6 +69,12 @@ class _Db:
         if rows:
             with self.conn.cursor() as cur:
                 cur.executemany(sql.replace("?", "%s"), [tuple(r) for r in rows])
+
+
+def _tx(db: Db) -> SyncTx:
+    if not isinstance(db, _Db):
+        raise TypeError(f"not a Postgres memory connection: {db!r}")
+    return db.tx
 
 
 class PostgresBackend:
@@ -86,6 +100,8 @@ class PostgresBackend:
         self._want_pgvector = pgvector
         self._vacuum = vacuum_after_delete
         self.native_vectors = False
+        self._dialect = postgres_dialect(schema)
+        self._index = MemoryIndex(POSTGRES_SEARCH)
         self._search_path = f'"{schema}", public'
         self._local = threading.local()
         self._conns: list[psycopg.Connection[Any]] = []
@@ -114,8 +130,12 @@ class PostgresBackend:
                 if vector_schema and vector_schema != "public":
                     self._search_path = f'"{self.schema}", "{vector_schema}", public'
                 conn.execute(f"SET LOCAL search_path TO {self._search_path}")
-                for stmt in COMMON_SCHEMA:
-                    conn.execute(stmt.replace("{SERIAL_PK}", "BIGSERIAL PRIMARY KEY"))  # type: ignore[arg-type]
+                run_migration(
+                    conn,
+                    dialect=self._dialect,
+                    location=self.location,
+                    introspect=postgres_introspection(self.schema),
+                )
                 existing = conn.execute(
                     "SELECT udt_name FROM information_schema.columns "
                     "WHERE table_schema = %s AND table_name = 'memory_index' AND column_name = 'emb'",
@@ -129,13 +149,12 @@ class PostgresBackend:
                         )
                 else:
                     self.native_vectors = vector_schema is not None
-                    emb = f"vector({int(dim)})" if self.native_vectors else "BYTEA"
-                    conn.execute(
-                        "CREATE TABLE memory_index (seq BIGINT PRIMARY KEY, tenant TEXT NOT NULL, "  # type: ignore[arg-type]
-                        f"user_id TEXT NOT NULL, tsv tsvector NOT NULL, emb {emb} NOT NULL)"
-                    )
-                    conn.execute("CREATE INDEX memory_index_user ON memory_index (tenant, user_id)")
-                    conn.execute("CREATE INDEX memory_index_tsv ON memory_index USING gin (tsv)")
+                    tx = SyncTx(conn, self._dialect)
+                    for statement in POSTGRES_SEARCH.index_ddl(
+                        INDEX, dim=dim, native_vectors=self.native_vectors
+                    ):
+                        drive(tx.execute(statement))
+                self._index.native_vectors = self.native_vectors
         finally:
             conn.close()
         log.debug("memory schema %s ready (pgvector=%s)", self.schema, self.native_vectors)
@@ -164,7 +183,7 @@ class PostgresBackend:
 
     @contextmanager
     def read(self) -> Iterator[_Db]:
-        yield _Db(self._conn())
+        yield _Db(self._conn(), self._dialect)
 
     @contextmanager
     def write(self, locks: Sequence[str]) -> Iterator[_Db]:
@@ -174,67 +193,39 @@ class PostgresBackend:
                 conn.execute(
                     "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{self.schema}\x1f{lock}",)
                 )
-            yield _Db(conn)
+            yield _Db(conn, self._dialect)
 
-    def index(self, db: _Db, rows: Sequence[tuple[int, str, str, str, NDArray[np.float32]]]) -> None:
-        if self.native_vectors:
-            db.executemany(
-                "INSERT INTO memory_index (seq, tenant, user_id, tsv, emb) "
-                "VALUES (?, ?, ?, to_tsvector('english', ?), ?::vector)",
-                [(seq, t, u, text, _vector_literal(vec)) for seq, t, u, text, vec in rows],
-            )
-        else:
-            db.executemany(
-                "INSERT INTO memory_index (seq, tenant, user_id, tsv, emb) VALUES (?, ?, ?, to_tsvector('english', ?), ?)",
-                [(seq, t, u, text, np.asarray(vec, dtype="<f4").tobytes()) for seq, t, u, text, vec in rows],
-            )
+    def index(self, db: Db, rows: Sequence[tuple[int, str, str, str, NDArray[np.float32]]]) -> None:
+        self._index.add(_tx(db), rows)
 
-    def unindex(self, db: _Db, rows: Sequence[tuple[int, str, str, str]]) -> None:
-        if rows:
-            db.execute("DELETE FROM memory_index WHERE seq = ANY(?)", ([r[0] for r in rows],))
+    def unindex(self, db: Db, rows: Sequence[tuple[int, str, str, str]]) -> None:
+        self._index.remove(_tx(db), rows)
 
-    def lexical(self, db: _Db, tenant: str, user: str, terms: list[str], limit: int) -> list[int]:
-        words = [t for t in terms if re.fullmatch(r"[^\W_]+", t)]
-        if not words:
-            return []
-        query = " | ".join(words)
-        rows = db.execute(
-            "SELECT seq FROM memory_index, to_tsquery('english', ?) q WHERE tenant = ? AND user_id = ? "
-            "AND tsv @@ q ORDER BY ts_rank_cd(tsv, q) DESC, seq LIMIT ?",
-            (query, tenant, user, limit),
-        )
-        return [r[0] for r in rows]
+    def lexical(self, db: Db, tenant: str, user: str, terms: list[str], limit: int) -> list[int]:
+        return self._index.lexical(_tx(db), tenant, user, terms, limit)
 
     def dense(
-        self, db: _Db, tenant: str, user: str, query: NDArray[np.float32], limit: int
+        self, db: Db, tenant: str, user: str, query: NDArray[np.float32], limit: int
     ) -> list[tuple[int, float]]:
-        rows = db.execute(
-            "SELECT seq, emb <=> ?::vector AS distance FROM memory_index WHERE tenant = ? AND user_id = ? "
-            "ORDER BY distance, seq LIMIT ?",
-            (_vector_literal(query), tenant, user, limit),
-        )
-        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+        return self._index.dense(_tx(db), tenant, user, query, limit)
 
-    def load_vectors(self, db: _Db, tenant: str, user: str, dim: int) -> tuple[list[int], list[bytes]]:
-        rows = db.execute(
-            "SELECT seq, emb FROM memory_index WHERE tenant = ? AND user_id = ?", (tenant, user)
-        )
-        return [r[0] for r in rows], [bytes(r[1]) for r in rows]
+    def load_vectors(self, db: Db, tenant: str, user: str, dim: int) -> tuple[list[int], list[bytes]]:
+        return self._index.load_vectors(_tx(db), tenant, user)
 
-    def purge(self, db: _Db) -> None:
-        return None
+    def purge(self, db: Db) -> None:
+        self._index.purge(_tx(db))
 
     def after_delete(self) -> None:
         if not self._vacuum:
             return
         conn = self._conn()
         for table in ("memory_facts", "memory_index", "memory_summaries", "memory_summary_sources"):
-            conn.execute(f'VACUUM (ANALYZE) "{self.schema}".{table}')  # type: ignore[arg-type]
+            conn.execute(f'VACUUM (ANALYZE) "{self.schema}".{table}')
 
     def drop_schema(self) -> None:
         """Drop the whole schema (tests, teardown)."""
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')  # type: ignore[arg-type]
+            conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
 
     def close(self) -> None:
         with self._conns_lock:

@@ -1,5 +1,9 @@
 """SQLite backend: one file, WAL, FTS5 bm25, vectors as BLOBs; the embedded default.
 
+The tables and the migration are `memory.persistence`'s (component `memory` in `maitre_schema`),
+the full-text and vector statements the SQLite engine's search hooks (`SQLiteSearch`); this module
+keeps what a synchronous store needs of its own: connections, the write lock, and erasure.
+
 - *Connections*: one per thread (sqlite3 releases the GIL while it works, so reader threads run in
   parallel); `:memory:` uses a single shared connection behind a lock, since every connection to
   `:memory:` would be a different database.
@@ -20,7 +24,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sqlite3
 import threading
@@ -29,8 +32,10 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .backend import COMMON_SCHEMA
-from .vectors import encode_vector
+from maitre.storage.engine.sqlite import SQLITE, SQLITE_SEARCH, scope_token
+
+from .backend import Db
+from .persistence import MemoryIndex, SyncTx, run_migration, sqlite_introspection
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,20 +46,24 @@ __all__ = ["SQLiteBackend", "scope_token"]
 log = logging.getLogger(__name__)
 
 
-def scope_token(tenant: str, user: str) -> str:
-    """The FTS token that stands for (tenant, user): `s` + 16 hex digits."""
-    return "s" + hashlib.blake2b(f"{tenant}\x1f{user}".encode(), digest_size=8).hexdigest()
-
-
 class _Db:
+    __slots__ = ("conn", "tx")
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self.tx = SyncTx(conn, SQLITE)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, params).fetchall()
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
+
+
+def _tx(db: Db) -> SyncTx:
+    if not isinstance(db, _Db):
+        raise TypeError(f"not a SQLite memory connection: {db!r}")
+    return db.tx
 
 
 class SQLiteBackend:
@@ -73,6 +82,7 @@ class SQLiteBackend:
         self._memory = self.path == ":memory:"
         self._shared: sqlite3.Connection | None = None
         self._shared_lock = threading.RLock()
+        self._index = MemoryIndex(SQLITE_SEARCH)
         if not self._memory:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
 
@@ -103,17 +113,7 @@ class SQLiteBackend:
 
     def setup(self, dim: int) -> None:
         with self.write(()) as db:
-            for stmt in COMMON_SCHEMA:
-                db.execute(stmt.replace("{SERIAL_PK}", "INTEGER PRIMARY KEY AUTOINCREMENT"))
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS memory_vectors (seq INTEGER PRIMARY KEY, tenant TEXT NOT NULL, "
-                "user_id TEXT NOT NULL, vec BLOB NOT NULL)"
-            )
-            db.execute("CREATE INDEX IF NOT EXISTS memory_vectors_user ON memory_vectors (tenant, user_id)")
-            db.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
-                "scope, body, tokenize='porter unicode61')"
-            )
+            run_migration(db.conn, dialect=SQLITE, location=self.path, introspect=sqlite_introspection())
 
     @contextmanager
     def read(self) -> Iterator[_Db]:
@@ -136,46 +136,25 @@ class SQLiteBackend:
                 raise
             conn.execute("COMMIT")
 
-    def index(self, db: _Db, rows: Sequence[tuple[int, str, str, str, NDArray[np.float32]]]) -> None:
-        db.executemany(
-            "INSERT INTO memory_fts (rowid, scope, body) VALUES (?, ?, ?)",
-            [(seq, scope_token(t, u), text) for seq, t, u, text, _ in rows],
-        )
-        db.executemany(
-            "INSERT OR REPLACE INTO memory_vectors (seq, tenant, user_id, vec) VALUES (?, ?, ?, ?)",
-            [(seq, t, u, encode_vector(vec)) for seq, t, u, _, vec in rows],
-        )
+    def index(self, db: Db, rows: Sequence[tuple[int, str, str, str, NDArray[np.float32]]]) -> None:
+        self._index.add(_tx(db), rows)
 
-    def unindex(self, db: _Db, rows: Sequence[tuple[int, str, str, str]]) -> None:
-        db.executemany("DELETE FROM memory_fts WHERE rowid = ?", [(seq,) for seq, *_ in rows])
-        db.executemany("DELETE FROM memory_vectors WHERE seq = ?", [(seq,) for seq, *_ in rows])
+    def unindex(self, db: Db, rows: Sequence[tuple[int, str, str, str]]) -> None:
+        self._index.remove(_tx(db), rows)
 
-    def lexical(self, db: _Db, tenant: str, user: str, terms: list[str], limit: int) -> list[int]:
-        if not terms:
-            return []
-        words = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
-        match = f'scope:"{scope_token(tenant, user)}" AND ({words})'
-        rows = db.execute(
-            "SELECT m.seq FROM memory_fts JOIN memory_facts m ON m.seq = memory_fts.rowid "
-            "WHERE memory_fts MATCH ? AND m.tenant = ? AND m.user_id = ? AND m.status = 'current' "
-            "ORDER BY bm25(memory_fts, 0.0, 1.0) LIMIT ?",
-            (match, tenant, user, limit),
-        )
-        return [r[0] for r in rows]
+    def lexical(self, db: Db, tenant: str, user: str, terms: list[str], limit: int) -> list[int]:
+        return self._index.lexical(_tx(db), tenant, user, terms, limit)
 
     def dense(
-        self, db: _Db, tenant: str, user: str, query: NDArray[np.float32], limit: int
+        self, db: Db, tenant: str, user: str, query: NDArray[np.float32], limit: int
     ) -> list[tuple[int, float]]:
         raise NotImplementedError("SQLite has no vector search here; the store uses its VectorCache")
 
-    def load_vectors(self, db: _Db, tenant: str, user: str, dim: int) -> tuple[list[int], list[bytes]]:
-        rows = db.execute(
-            "SELECT seq, vec FROM memory_vectors WHERE tenant = ? AND user_id = ?", (tenant, user)
-        )
-        return [r[0] for r in rows], [r[1] for r in rows]
+    def load_vectors(self, db: Db, tenant: str, user: str, dim: int) -> tuple[list[int], list[bytes]]:
+        return self._index.load_vectors(_tx(db), tenant, user)
 
-    def purge(self, db: _Db) -> None:
-        db.execute("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")
+    def purge(self, db: Db) -> None:
+        self._index.purge(_tx(db))
 
     def after_delete(self) -> None:
         if self._memory:

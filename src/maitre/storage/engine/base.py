@@ -23,8 +23,9 @@ Several concerns can share one unit of work: `complete` of an idempotency key an
 that records it are written as `complete_in(tx, ...)` / `append_in(tx, ...)`, so a caller holding
 the engine can run both in one `transact(..., immediate=True)` (one commit instead of two).
 
-Full-text and vector search are part of the seam (`SearchHooks`) so memory facts and the tool index
-can move onto the engine later; no engine implements them yet (memory keeps its own `Backend`).
+Full-text and vector search are part of the seam (`SearchHooks`): each engine module implements
+them once (FTS5 + BLOB vectors; tsvector + pgvector or BYTEA), and memory's persistence
+(`maitre.memory.persistence`) is written over them.
 """
 
 from __future__ import annotations
@@ -148,19 +149,60 @@ class Tx(Protocol):
 
 @runtime_checkable
 class SearchHooks(Protocol):
-    """**Protocol (not implemented yet):** what memory facts and the tool index will need from an
-    engine: a full-text index (SQLite FTS5 bm25 / Postgres tsvector) and a vector index (BLOBs
-    searched in numpy / pgvector). Declared so the engine seam is complete; `memory.Backend` and
-    `search.lexical` still carry their own until they move onto the engine."""
+    """**Protocol:** a scoped hybrid index in one database: full text and vectors.
 
-    async def lexical(self, tx: Tx, index: str, scope: str, terms: Sequence[str], limit: int) -> list[int]:
-        """Row ids in `index` for `scope` matching any term, best first."""
+    An index is named by a prefix (`memory`); its rows are keyed by an integer (the owner's row id),
+    belong to one scope (tenant, user), and carry a text and a float32 vector (little-endian bytes).
+    The engine chooses the tables: SQLite keeps an FTS5 table `<index>_fts` (bm25) and the vectors
+    as BLOBs in `<index>_vectors`, ranked by the caller in numpy (`native_vectors` is False);
+    Postgres keeps one table `<index>_index` with a `tsvector` (ts_rank_cd) and the vector as
+    pgvector's `vector(dim)` when the extension is there (ranked in SQL, `dense`) or a BYTEA.
+    Implemented by `SQLiteSearch` and `PostgresSearch` (`SQLiteEngine.search`,
+    `PostgresEngine.search`); the statements run on any `Tx`, so a caller on its own synchronous
+    connection can drive them too (memory does)."""
+
+    def index_ddl(self, index: str, *, dim: int, native_vectors: bool) -> list[str]:
+        """The portable statements that create the index's tables (idempotent where the database can)."""
+        ...
+
+    async def add(
+        self, tx: Tx, index: str, rows: Sequence[tuple[int, str, str, str, bytes]], *, native_vectors: bool
+    ) -> None:
+        """Index rows `(key, tenant, user, text, float32 bytes)`."""
+        ...
+
+    async def remove(self, tx: Tx, index: str, keys: Sequence[int]) -> None:
+        """Drop rows from the text and the vector index."""
+        ...
+
+    async def lexical(
+        self,
+        tx: Tx,
+        index: str,
+        tenant: str,
+        user: str,
+        terms: Sequence[str],
+        limit: int,
+        *,
+        rows_table: str | None = None,
+    ) -> list[int]:
+        """Keys in the scope matching any term, best first. `rows_table` (with `seq`, `tenant`,
+        `user_id`, `status`) is joined to keep current rows of that scope where the text index
+        does not hold the scope exactly (SQLite's scope token is a hash)."""
         ...
 
     async def dense(
-        self, tx: Tx, index: str, scope: str, vector: bytes, limit: int
+        self, tx: Tx, index: str, tenant: str, user: str, vector: bytes, limit: int
     ) -> list[tuple[int, float]]:
-        """(row id, cosine) in `index` for `scope`, best first."""
+        """(key, cosine) in the scope, best first: only with native vectors (pgvector)."""
+        ...
+
+    async def load_vectors(self, tx: Tx, index: str, tenant: str, user: str) -> tuple[list[int], list[bytes]]:
+        """Every (key, float32 bytes) of the scope, for an exact scan in numpy."""
+        ...
+
+    async def purge(self, tx: Tx, index: str) -> None:
+        """Inside a deletion: drop what the text index keeps of removed rows (FTS5 `optimize`)."""
         ...
 
 

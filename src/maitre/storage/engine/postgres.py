@@ -15,6 +15,11 @@
   `LOCK TABLE ... IN EXCLUSIVE MODE`: other writers wait, readers do not). `immediate` changes
   nothing here. `pipeline=True` sends the statements of a unit of work together (psycopg pipeline
   mode): the audit append is two round trips instead of five.
+- **Search** (`PostgresSearch`, the engine's `SearchHooks`): one table per index with a `tsvector`
+  (`to_tsvector('english', ...)`, GIN index, ranked with `ts_rank_cd`, query words OR-ed as with
+  BM25) and the vector as pgvector's `vector(dim)` when the extension is there, ranked exactly in
+  SQL by cosine distance (no HNSW: pgvector 0.6's HNSW returns its `ef_search` nearest rows
+  *before* the scope filter, which loses recall), else a BYTEA of float32 the caller ranks in numpy.
 - **Schema management** runs in one transaction under a transaction-level advisory lock, so
   processes starting together do not race on DDL. Everything lives in one schema (`schema=`),
   whose name must be a plain identifier.
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import struct
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -43,7 +49,7 @@ except ImportError as _import_error:  # pragma: no cover - exercised only withou
         'The Postgres stores need psycopg 3 and psycopg-pool: install "maitre[postgres]".'
     ) from _import_error
 
-__all__ = ["PostgresEngine", "postgres_dialect"]
+__all__ = ["POSTGRES_SEARCH", "PostgresEngine", "PostgresSearch", "postgres_dialect", "vector_literal"]
 
 T = TypeVar("T")
 
@@ -62,6 +68,95 @@ def postgres_dialect(schema: str) -> Dialect:
         for_update=" FOR UPDATE",
         types={"REAL": "double precision", "BOOL": "boolean", "BIGINT": "bigint", "WITHOUT_ROWID": ""},
     )
+
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def vector_literal(vector: bytes) -> str:
+    """pgvector's text form of float32 little-endian bytes (7 significant digits, as float32 holds)."""
+    values = struct.unpack(f"<{len(vector) // 4}f", vector)
+    return "[" + ",".join(f"{x:.7g}" for x in values) + "]"
+
+
+class PostgresSearch:
+    """`SearchHooks` on Postgres: `<index>_index (seq, tenant, user_id, tsv, emb)` in the schema."""
+
+    def index_ddl(self, index: str, *, dim: int, native_vectors: bool) -> list[str]:
+        emb = f"vector({int(dim)})" if native_vectors else "BYTEA"
+        return [
+            f"CREATE TABLE {{s}}.{index}_index (seq BIGINT PRIMARY KEY, tenant TEXT NOT NULL, "
+            f"user_id TEXT NOT NULL, tsv tsvector NOT NULL, emb {emb} NOT NULL)",
+            f"CREATE INDEX {index}_index_user ON {{s}}.{index}_index (tenant, user_id)",
+            f"CREATE INDEX {index}_index_tsv ON {{s}}.{index}_index USING gin (tsv)",
+        ]
+
+    async def add(
+        self, tx: Tx, index: str, rows: Sequence[tuple[int, str, str, str, bytes]], *, native_vectors: bool
+    ) -> None:
+        if native_vectors:
+            sql = (
+                f"INSERT INTO {{s}}.{index}_index (seq, tenant, user_id, tsv, emb) "
+                "VALUES (?, ?, ?, to_tsvector('english', ?), ?::vector)"
+            )
+            for key, tenant, user, text, vector in rows:
+                await tx.execute(sql, (key, tenant, user, text, vector_literal(vector)))
+        else:
+            sql = (
+                f"INSERT INTO {{s}}.{index}_index (seq, tenant, user_id, tsv, emb) "
+                "VALUES (?, ?, ?, to_tsvector('english', ?), ?)"
+            )
+            for key, tenant, user, text, vector in rows:
+                await tx.execute(sql, (key, tenant, user, text, vector))
+
+    async def remove(self, tx: Tx, index: str, keys: Sequence[int]) -> None:
+        if keys:
+            await tx.execute(f"DELETE FROM {{s}}.{index}_index WHERE seq = ANY(?)", (list(keys),))
+
+    async def lexical(
+        self,
+        tx: Tx,
+        index: str,
+        tenant: str,
+        user: str,
+        terms: Sequence[str],
+        limit: int,
+        *,
+        rows_table: str | None = None,
+    ) -> list[int]:
+        # The index rows carry tenant and user themselves: `rows_table` adds nothing here.
+        words = [t for t in terms if _WORD.fullmatch(t)]
+        if not words:
+            return []
+        rows = await tx.fetchall(
+            f"SELECT seq FROM {{s}}.{index}_index, to_tsquery('english', ?) q WHERE tenant = ? "
+            "AND user_id = ? AND tsv @@ q ORDER BY ts_rank_cd(tsv, q) DESC, seq LIMIT ?",
+            (" | ".join(words), tenant, user, limit),
+        )
+        return [row[0] for row in rows]
+
+    async def dense(
+        self, tx: Tx, index: str, tenant: str, user: str, vector: bytes, limit: int
+    ) -> list[tuple[int, float]]:
+        rows = await tx.fetchall(
+            f"SELECT seq, emb <=> ?::vector AS distance FROM {{s}}.{index}_index "
+            "WHERE tenant = ? AND user_id = ? ORDER BY distance, seq LIMIT ?",
+            (vector_literal(vector), tenant, user, limit),
+        )
+        return [(int(row[0]), 1.0 - float(row[1])) for row in rows]
+
+    async def load_vectors(self, tx: Tx, index: str, tenant: str, user: str) -> tuple[list[int], list[bytes]]:
+        rows = await tx.fetchall(
+            f"SELECT seq, emb FROM {{s}}.{index}_index WHERE tenant = ? AND user_id = ?", (tenant, user)
+        )
+        return [row[0] for row in rows], [bytes(row[1]) for row in rows]
+
+    async def purge(self, tx: Tx, index: str) -> None:
+        """Nothing to merge: deleted tuples go with VACUUM, which cannot run in a transaction."""
+
+
+POSTGRES_SEARCH = PostgresSearch()
+"""The Postgres engine's search hooks (stateless)."""
 
 
 class _Tx:
@@ -121,6 +216,7 @@ class PostgresEngine:
         self.quoted_schema = f'"{schema}"'
         self.location = f"Postgres schema {schema}"
         self.dialect = postgres_dialect(schema)
+        self.search = POSTGRES_SEARCH
         self.pool_size = pool_size
         self.max_lifetime_s = max_lifetime_s
         self.reconnect_timeout_s = reconnect_timeout_s

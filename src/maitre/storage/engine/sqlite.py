@@ -18,10 +18,15 @@ Why it is built this way:
   store never blocks the event loop. A `threading.Lock` serialises threads on the connection.
 - **`BEGIN IMMEDIATE`** for `transact(immediate=True)`: the write lock is taken up front, so a
   read-check-write cannot interleave with another process and never fails half-way on an upgrade.
+- **Search** (`SQLiteSearch`, the engine's `SearchHooks`): FTS5 with bm25 for text, float32
+  BLOBs for vectors ranked by the caller with numpy, because this Python's `sqlite3` cannot load
+  extensions (no sqlite-vec). The FTS5 table keeps its own copy of the text rather than being
+  contentless: a contentless table can only be cleaned with the exact original text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import sqlite3
@@ -37,7 +42,7 @@ from maitre.storage.base import StoreBusyError
 from maitre.storage.engine.base import Dialect, Schema, Tx
 from maitre.storage.engine.migrations import Introspection, apply_schema
 
-__all__ = ["SQLITE", "SQLiteEngine", "Synchronous"]
+__all__ = ["SQLITE", "SQLITE_SEARCH", "SQLiteEngine", "SQLiteSearch", "Synchronous", "scope_token"]
 
 T = TypeVar("T")
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
@@ -118,6 +123,99 @@ _INTROSPECTION = Introspection(
 )
 
 
+def scope_token(tenant: str, user: str) -> str:
+    """The FTS token that stands for (tenant, user): `s` + 16 hex digits."""
+    return "s" + hashlib.blake2b(f"{tenant}\x1f{user}".encode(), digest_size=8).hexdigest()
+
+
+class SQLiteSearch:
+    """`SearchHooks` on SQLite: FTS5 `<index>_fts (scope, body)` and BLOBs in `<index>_vectors`.
+
+    The `scope` column holds `scope_token(tenant, user)`, so a query walks only that scope's
+    postings; with `rows_table` the hits are joined with it on tenant and user, so a token
+    collision could never leak another scope's row."""
+
+    native_vectors = False
+    """Vectors are BLOBs: the caller ranks them (`load_vectors`)."""
+
+    def index_ddl(self, index: str, *, dim: int, native_vectors: bool) -> list[str]:
+        return [
+            f"CREATE TABLE IF NOT EXISTS {index}_vectors (seq INTEGER PRIMARY KEY, tenant TEXT NOT NULL, "
+            "user_id TEXT NOT NULL, vec BLOB NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS {index}_vectors_user ON {index}_vectors (tenant, user_id)",
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {index}_fts USING fts5(scope, body, tokenize='porter unicode61')",
+        ]
+
+    async def add(
+        self, tx: Tx, index: str, rows: Sequence[tuple[int, str, str, str, bytes]], *, native_vectors: bool
+    ) -> None:
+        for key, tenant, user, text, _ in rows:
+            await tx.execute(
+                f"INSERT INTO {index}_fts (rowid, scope, body) VALUES (?, ?, ?)",
+                (key, scope_token(tenant, user), text),
+            )
+        for key, tenant, user, _, vector in rows:
+            await tx.execute(
+                f"INSERT OR REPLACE INTO {index}_vectors (seq, tenant, user_id, vec) VALUES (?, ?, ?, ?)",
+                (key, tenant, user, vector),
+            )
+
+    async def remove(self, tx: Tx, index: str, keys: Sequence[int]) -> None:
+        for key in keys:
+            await tx.execute(f"DELETE FROM {index}_fts WHERE rowid = ?", (key,))
+        for key in keys:
+            await tx.execute(f"DELETE FROM {index}_vectors WHERE seq = ?", (key,))
+
+    async def lexical(
+        self,
+        tx: Tx,
+        index: str,
+        tenant: str,
+        user: str,
+        terms: Sequence[str],
+        limit: int,
+        *,
+        rows_table: str | None = None,
+    ) -> list[int]:
+        if not terms:
+            return []
+        words = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
+        match = f'scope:"{scope_token(tenant, user)}" AND ({words})'
+        fts = f"{index}_fts"
+        if rows_table is None:
+            rows = await tx.fetchall(
+                f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? ORDER BY bm25({fts}, 0.0, 1.0) LIMIT ?",
+                (match, limit),
+            )
+        else:
+            rows = await tx.fetchall(
+                f"SELECT m.seq FROM {fts} JOIN {rows_table} m ON m.seq = {fts}.rowid "
+                f"WHERE {fts} MATCH ? AND m.tenant = ? AND m.user_id = ? AND m.status = 'current' "
+                f"ORDER BY bm25({fts}, 0.0, 1.0) LIMIT ?",
+                (match, tenant, user, limit),
+            )
+        return [row[0] for row in rows]
+
+    async def dense(
+        self, tx: Tx, index: str, tenant: str, user: str, vector: bytes, limit: int
+    ) -> list[tuple[int, float]]:
+        raise NotImplementedError("SQLite has no vector search here; rank load_vectors() with numpy")
+
+    async def load_vectors(self, tx: Tx, index: str, tenant: str, user: str) -> tuple[list[int], list[bytes]]:
+        rows = await tx.fetchall(
+            f"SELECT seq, vec FROM {index}_vectors WHERE tenant = ? AND user_id = ?", (tenant, user)
+        )
+        return [row[0] for row in rows], [row[1] for row in rows]
+
+    async def purge(self, tx: Tx, index: str) -> None:
+        # FTS5 keeps deleted rows' tokens in older segments until they are merged.
+        await tx.execute(f"INSERT INTO {index}_fts ({index}_fts) VALUES ('optimize')")
+
+
+SQLITE_SEARCH = SQLiteSearch()
+"""The SQLite engine's search hooks (stateless)."""
+
+
 class SQLiteEngine:
     """One connection to one file, shared by every concern stored in it.
 
@@ -130,6 +228,8 @@ class SQLiteEngine:
     """
 
     dialect = SQLITE
+    search = SQLITE_SEARCH
+    """Full-text and vector search on this engine (`SearchHooks`)."""
 
     def __init__(
         self,
