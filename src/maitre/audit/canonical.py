@@ -26,8 +26,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from collections.abc import Iterable, Mapping
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 import rfc8785
