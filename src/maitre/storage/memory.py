@@ -141,6 +141,10 @@ class MemoryApprovalStore:
 class MemoryIdempotencyStore:
     """Idempotency records keyed by (tenant, key)."""
 
+    legacy_hashes = False
+    """An in-process store holds nothing minted before hash format 2, so a new key's miss needs no
+    look-up of its version-1 form (`maitre.gate.hashing.may_hold_legacy`)."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._items: dict[tuple[str, str], IdempotencyRecord] = {}
