@@ -23,6 +23,7 @@ no run id at all is a run of its own; the taint it causes follows its principal 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -345,11 +346,7 @@ class Gate:
         if options is None:
             options = CallOptions(approval_id=approval_id) if approval_id else _NO_OPTIONS
         elif approval_id:
-            options = CallOptions(
-                approval_id=approval_id,
-                idempotency_key=options.idempotency_key,
-                deadline_s=options.deadline_s,
-            )
+            options = dataclasses.replace(options, approval_id=approval_id)
         ctx: CallContext | None = None
         try:
             call, options = _sendable_ids(call, options)
@@ -520,16 +517,17 @@ def _sendable_ids(call: ToolCall, options: CallOptions) -> tuple[ToolCall, CallO
         )
     ):
         return call, options  # the common case, checked without building anything (hot path)
-    call = ToolCall(
+    # replace(), not a field-by-field copy: a field added to either record later is kept, not dropped
+    call = dataclasses.replace(
+        call,
         id=_sendable(str(call.id)),
         name=_sendable(call.name) if type(call.name) is str else call.name,  # a door may pass a non-str
-        arguments=call.arguments,
         run_id=_sendable(call.run_id) if isinstance(call.run_id, str) else None,
     )
-    options = CallOptions(
+    options = dataclasses.replace(
+        options,
         approval_id=_sendable(options.approval_id) if options.approval_id else None,
         idempotency_key=_sendable(options.idempotency_key) if options.idempotency_key else None,
-        deadline_s=options.deadline_s,
     )
     return call, options
 
