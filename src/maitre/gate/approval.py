@@ -30,6 +30,7 @@ from ..types import ApprovalTicket, ErrorCode, Principal, ToolError
 from .authorize import validated_arguments
 from .base import CallContext, Decision
 from .hashing import call_hash_of, is_legacy_call_hash, legacy_call_hash, validated_text
+from .idempotency import will_replay
 from .validate import validate_arguments
 
 __all__ = ["ApprovalService", "approval", "call_hash", "ticket"]
@@ -74,7 +75,7 @@ async def approval(ctx: CallContext) -> ToolError | None:
     ctx.call_hash = hashed
     store = ctx.gate.stores.approvals
     now = time.time()
-    if await _already_done(ctx):
+    if await will_replay(ctx):  # a stored result (within its dedupe window) will replay: no one need approve
         # The idempotency stage will replay the stored result; nothing executes. A repeated call
         # is exempt from the loop guard only under the genuine approval of this exact call.
         if ctx.loop_refusal is not None and approval_id:
@@ -150,13 +151,6 @@ async def approval(ctx: CallContext) -> ToolError | None:
     ctx.call_hash = execute_hash
     ctx.loop_refusal = None  # verified and consumed: the approved call coming back is the same call
     return None
-
-
-async def _already_done(ctx: CallContext) -> bool:
-    """The call will replay a stored result (within its dedupe window), so nobody need approve it."""
-    from .idempotency import will_replay
-
-    return await will_replay(ctx)
 
 
 async def _request(
