@@ -21,10 +21,12 @@ import logging
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from opentelemetry.trace import Span
 
 from ..context import new_run_id
 from ..exceptions import UserError
@@ -33,10 +35,12 @@ from ..gate.budget import Budgets
 from ..jsonutil import sha256_hex
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage, conversation_tokens
 from ..models.base import Model, ModelError, ModelRequest, Usage
+from ..models.tracing import provider_of, traced_complete
 from ..policy import Policy
 from ..stores import Stores
 from ..tokens import count_tokens
 from ..tools import Tool, Toolbox
+from ..tracing import agent_span, end_agent_span, tracing_enabled
 from ..types import ErrorCode, Principal, ToolCall, ToolError, ToolResult
 from .context_manager import ContextManager
 from .limits import Limits, StopReason
@@ -158,6 +162,7 @@ class Agent:
             tools) and `search_tools`; what a search returns becomes callable from the next step. The
             definitions sent to the model stay within core + revealed.
         search_index: the `maitre.search.ToolIndex` to search (default: one over `tools`).
+        name: what traces call this agent (`gen_ai.agent.name`; spans are `invoke_agent {name}`).
     """
 
     def __init__(
@@ -177,6 +182,7 @@ class Agent:
         core_tools: Sequence[str] | None = None,
         search_index: Any = None,
         store: Stores | None = None,
+        name: str | None = None,
     ) -> None:
         stores_name = "stores"
         if store is not None:
@@ -208,6 +214,7 @@ class Agent:
                     f"{', '.join(ignored)} would be ignored: configure them on the Gate, or drop gate="
                 )
         self.model = model
+        self.name = name
         self.limits = limits or Limits()
         self.system = system
         self.context = context or ContextManager()
@@ -272,7 +279,13 @@ class Agent:
         )
         if self.core_tools is not None:
             run.context.visible_tools = set(self.core_tools)
-        return await self._loop(run)
+        if not tracing_enabled():
+            return await self._loop(run)
+        with self._span(run, resumed=False) as span:
+            usage = run.usage
+            run = await self._loop(run)
+            self._end_span(span, run, usage)
+        return run
 
     async def resume(
         self,
@@ -285,6 +298,15 @@ class Agent:
         run = await self._load(run_id, principal)
         if run.status is not RunStatus.PAUSED:
             return run
+        if not tracing_enabled():
+            return await self._resume(run, decisions)
+        with self._span(run, resumed=True) as span:
+            usage = run.usage
+            run = await self._resume(run, decisions)
+            self._end_span(span, run, usage)
+        return run
+
+    async def _resume(self, run: Run, decisions: Mapping[str, ApprovalDecision] | None) -> Run:
         for approval_id, decision in (decisions or {}).items():
             if decision.approve:
                 await self.gate.approvals.approve(
@@ -325,6 +347,32 @@ class Agent:
         if still_pending:
             return await self._pause(run)
         return await self._loop(run)
+
+    # -- tracing (see maitre.tracing) ---------------------------------------------------------------
+
+    def _span(self, run: Run, *, resumed: bool) -> AbstractContextManager[Span]:
+        """The run's `invoke_agent` span (a new one for each resumption, same conversation id)."""
+        model_name = getattr(self.model, "name", None)
+        return agent_span(
+            run_id=run.id,
+            agent_name=self.name,
+            provider=provider_of(self.model),
+            model=model_name if isinstance(model_name, str) else None,
+            resumed=resumed,
+            system=self.system,
+            messages=[] if resumed else run.messages,
+        )
+
+    def _end_span(self, span: Span, run: Run, before: Usage) -> None:
+        end_agent_span(
+            span,
+            status=str(run.status),
+            stop_reason=str(run.stop_reason) if run.stop_reason else None,
+            input_tokens=run.usage.input_tokens - before.input_tokens,
+            output_tokens=run.usage.output_tokens - before.output_tokens,
+            pending=len(run.pending),
+            final_text=run.final_text,
+        )
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -452,7 +500,7 @@ class Agent:
         remaining = max(0.1, self.limits.max_seconds - (time.monotonic() - started))
         try:
             with anyio.fail_after(remaining):
-                response = await self.model.complete(request)
+                response = await traced_complete(self.model, request, conversation_id=run.id)
         except (ModelError, TimeoutError) as exc:
             logger.warning("model call failed in run %s: %s", run.id, exc)
             run.final_text = f"The model could not be reached ({type(exc).__name__}: {str(exc)[:200]})."
@@ -488,7 +536,7 @@ class Agent:
         head, tail = messages[:split], messages[split:]
         request = ModelRequest(messages=[UserMessage(content=manager.summary_request_text(head))], tools=[])
         try:
-            response = await self.model.complete(request)
+            response = await traced_complete(self.model, request, conversation_id=run.id)
         except ModelError:
             return messages
         self._account(run, response.usage, response.model)

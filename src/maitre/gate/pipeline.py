@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 import weakref
 from collections import OrderedDict
@@ -39,6 +38,8 @@ from ..context import RunContext
 from ..policy import DefaultPolicy, Policy, PolicyDecision, as_policy
 from ..stores import MemoryStores, Stores
 from ..tools import Tool, Toolbox
+from ..tracing import end_tool_span, start_tool_span
+from ..tracing import tracing_enabled as _tracing
 from ..types import ErrorCode, Principal, TaintSource, ToolCall, ToolError, ToolResult, Trust
 from .approval import ApprovalService, approval
 from .authorize import authorize
@@ -61,25 +62,6 @@ logger = logging.getLogger("maitre.gate")
 _tracer = trace.get_tracer("maitre.gate")
 
 
-_ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
-_traced: list[bool] = []
-"""The answer of `_tracing` once a provider is installed (OpenTelemetry allows that only once)."""
-
-
-def _tracing() -> bool:
-    """True once the host has installed an OpenTelemetry SDK; until then spans would be no-ops,
-    and skipping them keeps a call's fixed cost low (0.05 µs, not the 0.5 µs of asking)."""
-    if _traced:
-        return _traced[0]
-    if getattr(trace, "_TRACER_PROVIDER", _UNSET) is None and not _ENV_PROVIDER:
-        return False  # nothing installed yet
-    provider = trace.get_tracer_provider()
-    if isinstance(provider, trace.ProxyTracerProvider):
-        return False
-    _traced.append(not isinstance(provider, trace.NoOpTracerProvider))
-    return _traced[0]
-
-
 DEFAULT_STAGES: tuple[Stage, ...] = (
     resolve,
     decode,
@@ -99,7 +81,6 @@ Recorder = Callable[[CallContext, ToolResult], Awaitable[None]]
 """**Protocol:** `async recorder(ctx, result)` - runs after every call (audit, metrics)."""
 
 _MAX_TRACKED_RUNS = 10_000
-_UNSET: Any = object()
 _INTERNAL_MESSAGE = (
     "The tool call could not be processed because of an internal error in the runtime. It was "
     "not executed. Retrying the same call will not help; continue without it or tell the user."
@@ -388,15 +369,13 @@ class Gate:
         return result
 
     async def _traced(self, ctx: CallContext) -> ToolResult:
-        """The stages inside a `maitre.tool_call` span (only once the host installed a tracer)."""
-        with _tracer.start_as_current_span("maitre.tool_call") as span:
+        """The stages inside an `execute_tool {tool}` span (only once the host installed a tracer;
+        see `maitre.tracing`). The span is current while the tool runs, so what the tool traces
+        nests under it."""
+        span = start_tool_span(_tracer, ctx)
+        with trace.use_span(span, end_on_exit=True):
             result = await self._run_stages(ctx)
-            if span.is_recording():
-                span.set_attribute("maitre.tool", ctx.tool.name if ctx.tool else str(ctx.call.name)[:200])
-                span.set_attribute("maitre.decision", str(ctx.decision))
-                span.set_attribute("maitre.is_error", result.is_error)
-                if result.error is not None:
-                    span.set_attribute("maitre.error_code", str(result.error.code))
+            end_tool_span(span, ctx, result)
         return result
 
     async def _run_stages(self, ctx: CallContext) -> ToolResult:

@@ -89,12 +89,15 @@ class SDKModel:
     build its client (or take the one given), close it, and turn what it raises into `ModelError`.
 
     Subclasses name the SDK (`_sdk_module`, also the maitre extra that installs it), its async
-    client class (`_client_class`) and the provider as error messages call it (`_provider`).
+    client class (`_client_class`), the provider as error messages call it (`_provider`) and as
+    traces call it (`otel_provider`, the GenAI conventions' `gen_ai.provider.name`).
     """
 
     _sdk_module: ClassVar[str]
     _client_class: ClassVar[str]
     _provider: ClassVar[str]
+    otel_provider: str
+    """`gen_ai.provider.name` on this adapter's `chat` spans (see `maitre.models.tracing`)."""
 
     def __init__(
         self,

@@ -75,6 +75,7 @@ class AnthropicModel(SDKModel):
     _sdk_module = "anthropic"
     _client_class = "AsyncAnthropic"
     _provider = "Anthropic"
+    otel_provider = "anthropic"
     client: AsyncAnthropic
 
     def __init__(

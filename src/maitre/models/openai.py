@@ -68,6 +68,7 @@ class _OpenAIBase(SDKModel):
     _sdk_module = "openai"
     _client_class = "AsyncOpenAI"
     _provider = "OpenAI"
+    otel_provider = "openai"
     _format: ClassVar[ExportFormat]
     """How this API wants the tool definitions."""
     client: AsyncOpenAI

@@ -97,6 +97,9 @@ class OpenAICompatibleModel(OpenAIChatModel):
 
     _token_limit_param = "max_tokens"
     _provider = "OpenAI-compatible server"
+    otel_provider = "openai_compatible"
+    """Not `openai`: the conventions' provider name selects the OpenAI flavour of attributes, and a
+    local server is not OpenAI. Set it on an instance (`model.otel_provider = "ollama"`) to name yours."""
 
     def __init__(
         self,
