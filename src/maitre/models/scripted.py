@@ -1,9 +1,10 @@
 """`ScriptedModel`: deterministic rules in place of a language model, for tests and the offline demo.
 
-It is not a model and says so: every text it writes starts with `[rule <name>]`, and its responses
-report `model="scripted"`. Rules are tried in order; the first whose `when` matches the request
-answers. A rule answers with text, tool calls, or both - computed from the request, so a rule can
-read the tool results the gate sent back (for example to fix a call after a teaching error).
+It is not a model and says so: every text it writes starts with `[rule <name>]` (unless the host
+shows the rule apart: `label=False`, then `last_rule`), and its responses report
+`model="scripted"`. Rules are tried in order; the first whose `when` matches the request answers.
+A rule answers with text, tool calls, or both - computed from the request, so a rule can read the
+tool results the gate sent back (for example to fix a call after a teaching error).
 
 ```python
 model = ScriptedModel([
@@ -136,15 +137,29 @@ def tool_error(code: str) -> Callable[[ModelRequest], bool]:
 
 
 class ScriptedModel:
-    """Deterministic rules that stand in for a model. See the module docstring."""
+    """Deterministic rules that stand in for a model. See the module docstring.
+
+    Args:
+        rules: tried in order; the first whose `when` matches answers.
+        fallback: the text when no rule matches.
+        label: start every text with `[rule <name>]` (the default). A host that shows the rule
+            another way (the demo prints it apart, dimmed) turns it off and reads `last_rule`.
+    """
 
     name = "scripted"
+    otel_provider = "maitre.scripted"
+    """`gen_ai.provider.name` on its `chat` spans: a custom name, since no provider answers."""
 
-    def __init__(self, rules: Sequence[_Rule], *, fallback: str = "I have nothing more to do.") -> None:
+    def __init__(
+        self, rules: Sequence[_Rule], *, fallback: str = "I have nothing more to do.", label: bool = True
+    ) -> None:
         self.rules = list(rules)
         self.fallback = fallback
+        self.label = label
         self.requests: list[ModelRequest] = []
         """Every request received, for tests to inspect (tool definitions sent, messages...)."""
+        self.last_rule: str | None = None
+        """The name of the rule that gave the latest answer (`fallback` when none matched)."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
@@ -158,12 +173,15 @@ class ScriptedModel:
         return self._respond("fallback", self.fallback, request)
 
     def _respond(self, name: str, reply: Reply, request: ModelRequest) -> ModelResponse:
+        self.last_rule = name
         if isinstance(reply, ModelResponse):
             return reply
         parts = reply if isinstance(reply, list) else [reply]
         texts = [p for p in parts if isinstance(p, str)]
         calls = [p for p in parts if isinstance(p, ToolCall)]
-        text = f"[rule {name}] " + " ".join(texts) if texts or not calls else ""
+        text = ""
+        if texts or not calls:
+            text = f"[rule {name}] " + " ".join(texts) if self.label else " ".join(texts)
         usage = Usage(
             input_tokens=_input_tokens(request), output_tokens=count_tokens(text) + _call_tokens(calls)
         )
