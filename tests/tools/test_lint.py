@@ -78,3 +78,44 @@ def test_cli_lint_exit_codes(tmp_path: Path):
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["tools", "lint", f"{good}:nope"])
     assert result.exit_code == 2
+
+
+OPEN = '''
+from typing import Annotated, Any
+from pydantic import Field
+from maitre import Toolbox
+box = Toolbox()
+
+@box.tool(effect="write")
+def update_profile(
+    user_id: Annotated[str, Field(pattern=r"^u[0-9]{3}$")], extra: dict, note: Any
+) -> str:
+    """Update a profile. Use it when the user edits a profile. Do not use it to read one."""
+    return ""
+'''
+
+
+def test_lint_says_why_a_tool_is_not_openai_strict(tmp_path: Path):
+    """An open object (a free dict) or an untyped value: the tool is exported strict: false, and why."""
+    path = tmp_path / "open_tools.py"
+    path.write_text(OPEN)
+    from maitre.cli.loader import load_toolbox
+
+    box = load_toolbox(f"{path}:box")
+    findings = {f.code: f for f in lint_toolbox(box)}
+    assert findings["open-object"].message == (
+        "parameter `extra` is an open object: OpenAI strict mode needs every object closed; "
+        "exported with strict: false"
+    )
+    assert findings["untyped-value"].message.startswith("parameter `note` accepts a value of any type")
+    (definition,) = box.definitions("openai")
+    assert "strict" not in definition["function"]
+
+
+def test_a_closed_tool_has_no_strict_finding(tmp_path: Path):
+    path = tmp_path / "good_tools.py"
+    path.write_text(GOOD)
+    from maitre.cli.loader import load_toolbox
+
+    codes = {f.code for f in lint_toolbox(load_toolbox(f"{path}:box"))}
+    assert not codes & {"open-object", "untyped-value"}

@@ -11,6 +11,7 @@ compact JSON, which is what travels with every request.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..jsonutil import compact_json
@@ -18,7 +19,16 @@ from ..tokens import count_tokens
 from ..types import Effect
 from .tool import Tool
 
-__all__ = ["ExportFormat", "ToolDefinitions", "export_definitions", "mcp_annotations", "provider_name"]
+__all__ = [
+    "ExportFormat",
+    "StrictProblem",
+    "StrictProblemKind",
+    "ToolDefinitions",
+    "export_definitions",
+    "mcp_annotations",
+    "openai_strict_problems",
+    "provider_name",
+]
 
 ExportFormat = Literal["anthropic", "openai", "openai-responses", "mcp"]
 
@@ -51,24 +61,93 @@ def _provider_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in schema.items() if key != "$schema"}
 
 
+StrictProblemKind = Literal["open-object", "optional", "keyword", "untyped"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StrictProblem:
+    """One reason a schema cannot be sent to OpenAI with `strict: true`."""
+
+    path: str
+    """Where: a parameter (`extra`), a nested field (`order.lines[].sku`); empty for the root."""
+    kind: StrictProblemKind
+    """`open-object` (extra keys allowed), `optional` (a property not in `required`), `keyword`
+    (a keyword strict mode does not take, see `detail`), `untyped` (a value of any type)."""
+    detail: str = ""
+    """The keyword, for `keyword`."""
+
+
+_NOT_STRICT_KEYWORDS = ("pattern", "format", "minLength", "maxLength", "examples")
+_TYPED = ("type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const")
+
+
+def openai_strict_problems(schema: dict[str, Any]) -> list[StrictProblem]:
+    """Every reason `schema` is not closed enough for OpenAI strict mode (empty: it is).
+
+    Strict mode needs every object closed (`additionalProperties: false`, no `patternProperties`)
+    with every property required - recursively, through `items`, `anyOf` and each `$defs` entry -
+    and a type for every value. A free `dict` parameter is an open object, so its tool is exported
+    with `strict: false`; `maitre tools lint` says which parameter.
+    """
+    defs = schema.get("$defs", {}) if isinstance(schema.get("$defs"), dict) else {}
+    problems: dict[tuple[str, str, str], StrictProblem] = {}
+    reached: set[str] = set()
+
+    def add(path: str, kind: StrictProblemKind, detail: str = "") -> None:
+        problems.setdefault((path, kind, detail), StrictProblem(path=path, kind=kind, detail=detail))
+
+    def walk(node: Any, path: str, expanding: tuple[str, ...], value: bool) -> None:
+        if not isinstance(node, dict):
+            return
+        if value and not any(key in node for key in _TYPED):
+            add(path, "untyped")
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.rsplit("/", 1)[-1]
+            reached.add(name)
+            if name not in expanding:
+                walk(defs.get(name), path, (*expanding, name), False)
+        types = node.get("type")
+        is_object = (
+            types == "object"
+            or (isinstance(types, list) and "object" in types)
+            or any(key in node for key in ("properties", "additionalProperties", "patternProperties"))
+        )
+        if is_object:
+            if node.get("additionalProperties") is not False or "patternProperties" in node:
+                add(path, "open-object")
+            properties = node.get("properties", {})
+            required = set(node.get("required", []))
+            for name, sub in properties.items():
+                child = f"{path}.{name}" if path else name
+                if name not in required:
+                    add(child, "optional")
+                walk(sub, child, expanding, True)
+            extra = node.get("additionalProperties")
+            if isinstance(extra, dict):
+                walk(extra, f"{path}.*" if path else "*", expanding, True)
+        for keyword in _NOT_STRICT_KEYWORDS:
+            if keyword in node:
+                add(path, "keyword", keyword)
+        items = node.get("items")
+        if isinstance(items, dict):
+            walk(items, f"{path}[]", expanding, True)
+        for key in ("prefixItems", "anyOf", "oneOf", "allOf"):
+            options = node.get(key)
+            if isinstance(options, list):
+                for option in options:
+                    walk(option, f"{path}[]" if key == "prefixItems" else path, expanding, True)
+
+    walk(schema, "", (), False)
+    for name, definition in defs.items():
+        if name not in reached:
+            walk(definition, f"$defs.{name}", (name,), False)
+    return list(problems.values())
+
+
 def _openai_strict(schema: dict[str, Any]) -> bool:
-    """OpenAI strict mode needs every property required and every object closed."""
-
-    def ok(node: Any) -> bool:
-        if isinstance(node, dict):
-            if "properties" in node:
-                if set(node.get("required", [])) != set(node["properties"]):
-                    return False
-                if node.get("additionalProperties") is not False:
-                    return False
-            if any(key in node for key in ("pattern", "format", "minLength", "maxLength", "examples")):
-                return False
-            return all(ok(value) for key, value in node.items() if key not in ("enum", "const", "default"))
-        if isinstance(node, list):
-            return all(ok(item) for item in node)
-        return True
-
-    return ok(schema)
+    """OpenAI strict mode only when every object in the schema is closed (see above)."""
+    return not openai_strict_problems(schema)
 
 
 def _one(tool: Tool, format: ExportFormat) -> dict[str, Any]:

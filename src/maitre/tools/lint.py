@@ -3,7 +3,9 @@
 The model never sees your code, only the definition, so a definition is a prompt (seed 000). The
 checks: a description that does not say when to use the tool and when not to; free-form strings
 with no pattern, enum, format or length; money as a float; a tool that both reads and writes; a
-name that is not verb-first; two tools that overlap.
+name that is not verb-first; two tools that overlap; a parameter that keeps the tool out of OpenAI
+strict mode (an open object such as a free `dict`, or a value of any type), which the export then
+sends with `strict: false`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from itertools import combinations
 from typing import Any
 
 from ..types import Effect
+from .export import openai_strict_problems
 from .tool import Tool
 from .toolbox import Toolbox
 
@@ -144,6 +147,7 @@ def _check_tool(tool: Tool) -> list[Finding]:
                     severity="error",
                 )
             )
+    found.extend(_strict_findings(tool))
     words = _words(tool.base_name)
     if words and (words[0] not in _VERBS or words[0] in _VAGUE):
         found.append(
@@ -171,6 +175,36 @@ def _check_tool(tool: Tool) -> list[Finding]:
                 message=f"name starts with {words[0]!r} but effect is 'read': declare effect='write'",
             )
         )
+    return found
+
+
+def _strict_findings(tool: Tool) -> list[Finding]:
+    """Why the OpenAI export of this tool is not strict, for the reasons the author would fix.
+
+    Optional parameters and constraints such as `pattern` also keep a tool non-strict, but they are
+    deliberate (and the other checks ask for patterns), so only open objects and untyped values
+    are findings."""
+    found: list[Finding] = []
+    for problem in openai_strict_problems(tool.input_schema):
+        what = f"parameter `{problem.path}`" if problem.path else "the arguments object"
+        if problem.kind == "open-object":
+            found.append(
+                Finding(
+                    tool=tool.name,
+                    code="open-object",
+                    message=f"{what} is an open object: OpenAI strict mode needs every object closed; "
+                    "exported with strict: false",
+                )
+            )
+        elif problem.kind == "untyped":
+            found.append(
+                Finding(
+                    tool=tool.name,
+                    code="untyped-value",
+                    message=f"{what} accepts a value of any type: OpenAI strict mode needs a type for "
+                    "every value; exported with strict: false",
+                )
+            )
     return found
 
 
