@@ -8,6 +8,7 @@ new process after the upgrade) and the same calls are retried through today's ga
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -25,6 +26,14 @@ import pytest
 from maitre import Gate, IdempotencyKey, Principal, Toolbox, ToolCall
 from maitre.gate.owners import current_owner
 from maitre.jsonutil import compact_json
+from maitre.storage.approvals import SQLApprovalStore
+from maitre.storage.audit import SQLAuditStore
+from maitre.storage.engine.sqlite import SQLiteEngine
+from maitre.storage.handles import SQLHandleStore
+from maitre.storage.idempotency import SQLIdempotencyStore
+from maitre.storage.rate_limits import SQLRateLimiter
+from maitre.storage.runs import SQLRunStore
+from maitre.storage.schema import GATE_SCHEMA
 from maitre.stores import ApprovalRequest, Stores, open_stores
 
 pytestmark = pytest.mark.anyio
@@ -119,10 +128,26 @@ def db(tmp_path: Path) -> str:
     return str(tmp_path / "maitre.db")
 
 
+def _schema_v2_stores(path: str) -> Stores:
+    """The stores on a file at gate schema version 2, the last one that wrote version-1 hashes."""
+    engine = SQLiteEngine(path)
+    engine.migrate_now(dataclasses.replace(GATE_SCHEMA, migrations=GATE_SCHEMA.migrations[:2]))
+    return Stores(
+        approvals=SQLApprovalStore(engine),
+        idempotency=SQLIdempotencyStore(engine),
+        audit=SQLAuditStore(engine),
+        handles=SQLHandleStore(engine),
+        runs=SQLRunStore(engine),
+        rate_limits=SQLRateLimiter(engine),
+        backend="sqlite",
+        closers=[engine.close],
+    )
+
+
 @pytest.fixture
 async def old(db: str) -> AsyncIterator[Stores]:
-    """The file as the version-1 gate used it (closed before the upgrade)."""
-    stores = await open_stores(db)
+    """The file as the version-1 gate used it: schema version 2 (closed before the upgrade)."""
+    stores = _schema_v2_stores(db)
     try:
         yield stores
     finally:
@@ -367,5 +392,36 @@ async def test_an_approval_from_before_the_upgrade_does_not_cover_other_argument
         assert other.approval.call_hash.startswith("h2:")  # the new request is written in version 2
         assert shop.refunds == []
         assert (await stores.approvals.get(approval_id)).status == "approved"  # still unused
+    finally:
+        await stores.close()
+
+
+# -- which databases are asked for version-1 keys ---------------------------------------------------
+
+
+async def test_an_upgraded_file_keeps_looking_version_1_keys_up_after_every_reopen(db, old):
+    await old.close()
+    for _ in range(2):
+        stores = await upgraded(db)
+        try:
+            assert stores.idempotency.legacy_hashes is True
+        finally:
+            await stores.close()
+
+
+async def test_a_file_created_at_version_3_is_never_asked_for_version_1_keys(tmp_path):
+    stores = await open_stores(str(tmp_path / "new.db"))
+    try:
+        assert stores.idempotency.legacy_hashes is False
+        box = Shop()
+        gate = Gate(box.box, stores=stores)
+        statements: list[str] = []
+        stores.db.conn.set_trace_callback(statements.append)  # statements with their values bound
+        call = ToolCall(id="c1", name="shop.refund", arguments=REFUND, run_id="r1")
+        assert not (await gate.call(call, ALICE)).is_error
+        assert any("idk2_" in sql for sql in statements)
+        assert not any("'idk_" in sql for sql in statements)  # no version-1 key was looked up
+        keys = [row[0] for row in stores.db.conn.execute("SELECT idem_key FROM idempotency")]
+        assert len(keys) == 1 and keys[0].startswith("idk2_")
     finally:
         await stores.close()

@@ -17,7 +17,7 @@ import pytest
 from maitre.audit import AuditEntry
 from maitre.exceptions import StoreError
 from maitre.mcp.tasks import SQLiteTaskStore, TaskRecord
-from maitre.storage.schema import SCHEMA_VERSION
+from maitre.storage.schema import HASH_V1_MARK, SCHEMA_VERSION
 from maitre.stores import SQLiteStores
 
 pytestmark = pytest.mark.anyio
@@ -160,14 +160,17 @@ async def test_a_sqlite_file_of_the_previous_version_opens_migrated_with_its_dat
         await stores.audit.append(AuditEntry(at=1.0, user="ann", tenant="acme", tool="t", decision="allow"))
     finally:
         await stores.close()
-    assert _version_rows(path) == {"gate": SCHEMA_VERSION}
+    assert _version_rows(path) == {"gate": SCHEMA_VERSION, HASH_V1_MARK: 1}
     conn = sqlite3.connect(path)
     # The legacy marker follows, so a maitre from before the version table refuses this file.
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION > 1
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         conn.execute("DELETE FROM audit")
     conn.close()
-    SQLiteStores(path).db.close_now()  # opening again is a no-op
+    again = SQLiteStores(path)  # opening again changes nothing, and still looks version-1 keys up
+    assert again.idempotency.legacy_hashes is True
+    again.db.close_now()
+    assert _version_rows(path) == {"gate": SCHEMA_VERSION, HASH_V1_MARK: 1}
 
 
 async def test_the_sqlite_task_table_of_the_previous_version_opens_migrated(tmp_path: Any) -> None:
@@ -310,7 +313,24 @@ async def test_a_postgres_schema_of_the_previous_version_opens_migrated(
             f"SELECT value FROM {q}.meta WHERE name = 'schema_version'",
         ],
     )
-    assert dict(versions) == {"gate": SCHEMA_VERSION} and marker == [(str(SCHEMA_VERSION),)]
+    assert dict(versions) == {"gate": SCHEMA_VERSION, HASH_V1_MARK: 1}
+    assert marker == [(str(SCHEMA_VERSION),)]
+    reopened = await PostgresStores.open(pg_dsn, schema=pg_schema)
+    try:  # an upgraded schema may hold version-1 keys: the gate keeps looking them up
+        assert reopened.idempotency.legacy_hashes is True
+    finally:
+        await reopened.close()
+
+
+@pytest.mark.postgres
+async def test_a_new_postgres_schema_holds_no_version_1_hashes(pg_dsn: str, pg_schema: str) -> None:
+    from maitre.stores.postgres import PostgresStores
+
+    stores = await PostgresStores.open(pg_dsn, schema=pg_schema)
+    try:
+        assert stores.idempotency.legacy_hashes is False
+    finally:
+        await stores.close()
 
 
 @pytest.mark.postgres

@@ -39,9 +39,11 @@ class PostgresStores(Stores):
         engine.require(GATE_SCHEMA)
         self.db = engine
         """The engine (its `dsn`, `schema` and `q()`, for tools and tests)."""
+        # Until `open` (or a caller) has read the schema table, keys are also looked up in version 1.
+        self._sql_idempotency = idempotency = SQLIdempotencyStore(engine)
         super().__init__(
             approvals=SQLApprovalStore(engine),
-            idempotency=SQLIdempotencyStore(engine),
+            idempotency=idempotency,
             audit=SQLAuditStore(engine),
             handles=SQLHandleStore(engine),
             runs=SQLRunStore(engine),
@@ -58,6 +60,7 @@ class PostgresStores(Stores):
         stores = cls(dsn, schema=schema, pool_size=pool_size, max_lifetime_s=max_lifetime_s)
         try:
             await stores.db.migrate(GATE_SCHEMA)
+            await stores._sql_idempotency.load_hash_generation()
         except BaseException:
             await stores.close()
             raise

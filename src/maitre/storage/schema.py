@@ -2,7 +2,11 @@
 
 Version 1 is the schema maitre wrote before the version table existed (SQLite `user_version = 1`,
 Postgres `meta.schema_version = 1`); version 2 adds `idempotency.owner` (who holds an in-flight key,
-issue 10). A new step is appended here and never edited once released. The DDL per dialect stays
+issue 10); version 3 is the hash-format change (issue 11: RFC 8785, `h2:` call hashes, `idk2_` keys).
+A database upgraded from 1 or 2 may still hold version-1 keys and hashes, so the upgrade writes the
+row `(gate.hash_v1, 1)` into `maitre_schema` and the gate keeps looking old keys up there; a database
+created at version 3 has no such row and never pays for that look-up (`HASH_V1_MARK`). Version 3
+also makes a maitre that predates the change refuse the database, so it can never add old keys. A new step is appended here and never edited once released. The DDL per dialect stays
 as it was written, so a new database has exactly the shape an upgraded one has.
 
 The audit table refuses UPDATE and DELETE (and, on Postgres, TRUNCATE) with triggers. Someone with
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 from maitre.storage.engine.base import Migration, Schema
 
-__all__ = ["GATE_SCHEMA", "GATE_TABLES", "SCHEMA_VERSION"]
+__all__ = ["GATE_SCHEMA", "GATE_TABLES", "HASH_V1_MARK", "SCHEMA_VERSION"]
 
 GATE_TABLES = frozenset({"approvals", "idempotency", "audit", "handles", "runs", "rate_limits"})
 
@@ -92,6 +96,14 @@ _POSTGRES_V1 = (
 
 _OWNER = ("idempotency", "owner", "TEXT")
 
+HASH_V1_MARK = "gate.hash_v1"
+"""The `maitre_schema` component row that says a database may hold version-1 hashes."""
+
+_MARK_HASH_V1 = (
+    "INSERT INTO {s}.maitre_schema (component, version) VALUES ('gate.hash_v1', 1) "
+    "ON CONFLICT (component) DO NOTHING",
+)
+
 
 def _legacy_version(tables: frozenset[str], marker: int) -> int | None:
     """A database from before `maitre_schema`: version 1 if it has the gate's tables."""
@@ -103,6 +115,7 @@ GATE_SCHEMA = Schema(
     migrations=(
         Migration(version=1, sqlite=_SQLITE_V1, postgres=_POSTGRES_V1),
         Migration(version=2, add_columns=(_OWNER,)),
+        Migration(version=3, upgrade=_MARK_HASH_V1),
     ),
     tables=GATE_TABLES,
     legacy_version=_legacy_version,

@@ -13,10 +13,10 @@ from maitre.storage.audit import SQLAuditStore
 from maitre.storage.base import Stores
 from maitre.storage.engine.sqlite import SQLiteEngine, Synchronous
 from maitre.storage.handles import SQLHandleStore
-from maitre.storage.idempotency import SQLIdempotencyStore
+from maitre.storage.idempotency import HASH_V1_SQL, SQLIdempotencyStore
 from maitre.storage.rate_limits import SQLRateLimiter
 from maitre.storage.runs import SQLRunStore
-from maitre.storage.schema import GATE_SCHEMA
+from maitre.storage.schema import GATE_SCHEMA, HASH_V1_MARK
 
 __all__ = ["SQLiteStores"]
 
@@ -49,9 +49,11 @@ class SQLiteStores(Stores):
             raise
         self.db = engine
         """The engine (its `path` and `conn`, for tools and tests that look at the file)."""
+        idempotency = SQLIdempotencyStore(engine)
+        idempotency.legacy_hashes = engine.fetchone_now(HASH_V1_SQL, (HASH_V1_MARK,)) is not None
         super().__init__(
             approvals=SQLApprovalStore(engine),
-            idempotency=SQLIdempotencyStore(engine),
+            idempotency=idempotency,
             audit=SQLAuditStore(engine),
             handles=SQLHandleStore(engine),
             runs=SQLRunStore(engine),

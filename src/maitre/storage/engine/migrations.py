@@ -12,7 +12,8 @@ rules, in order:
    legacy marker (`Schema.legacy_version`); a database with only other maitre components' tables
    (or none) starts at 0; a database with tables and nothing of maitre's is refused, since writing
    our tables into somebody else's database is never what was meant.
-4. Every migration above the version runs, then `repair_columns` (nullable columns, checked on
+4. Every migration above the version runs (a step's `upgrade` statements only when the database
+   had the component before), then `repair_columns` (nullable columns, checked on
    every open because a column can be dropped by hand) and the row is written.
 """
 
@@ -94,7 +95,7 @@ async def apply_schema(
             if step.version <= version:
                 continue
             own = step.sqlite if dialect.name == "sqlite" else step.postgres
-            for statement in (*step.statements, *own):
+            for statement in (*step.statements, *own, *(step.upgrade if before >= 1 else ())):
                 await tx.execute(statement)
             await _add_columns(tx, step.add_columns, introspect)
         await tx.execute(
