@@ -163,6 +163,9 @@ class CallContext:
     idempotency_basis: str | None = None
     """What the key was minted from: `host`, `business_key`, `run` or `arguments`."""
     owns_key: bool = False
+    completion: str | None = None
+    """The stored-result JSON of the key this call owns, left for the audit recorder to complete
+    in its own append transaction (set by `idempotency.settle` only when the stores allow it)."""
     """True when this call claimed its idempotency key and must settle it."""
     replay: dict[str, Any] | None = None
     """The stored result an idempotency key replays instead of executing."""

@@ -57,6 +57,7 @@ from .authorize import validated_arguments
 from .base import CallContext, Decision, GateLimits
 from .hashing import json_string, key_of, legacy_key, may_hold_legacy, sha256_text, validated_text
 from .owners import current_owner, owner_status
+from .record import completing_recorder
 
 __all__ = [
     "Basis",
@@ -340,6 +341,9 @@ async def settle(ctx: CallContext, result: ToolResult) -> None:
         return
     if not result.is_error:
         stored = {"content": result.content, "structured": result.structured, "handle": result.handle}
+        if completing_recorder(ctx.gate, store) is not None:
+            ctx.completion = compact_json(stored)  # committed with the call's audit entry
+            return
         await store.complete(key, compact_json(stored), tenant=tenant, now=time.time())
         return
     code = result.error.code if result.error else ErrorCode.INTERNAL

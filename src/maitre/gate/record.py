@@ -4,12 +4,23 @@ Arguments and results are stored as digests by default, so the audit log proves 
 without becoming a second copy of customer data (the argument digest is sha256 of the call's RFC
 8785 text, the one its call hash and idempotency key are taken over); `audit_arguments="redacted"`
 stores the arguments, as RFC 8785 text, with secret-looking fields masked instead.
+
+When the idempotency and audit stores live in one database (`SQLiteStores`, `PostgresStores`), a
+write's result is stored by the same transaction that appends its audit entry
+(`append_after` + `complete_in`): one commit instead of two, shielded from the host's cancellation
+(the tool has run: what it did must be written). Should that transaction fail, the result is still
+stored on its own so a retry replays it, and the error goes on as before. `idempotency.settle`
+leaves the result on the context (`ctx.completion`) when `completing_recorder` says a recorder
+will store it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
 
 from ..audit import AuditEntry, digest, redact
 from ..audit.canonical import canonical_json
@@ -17,7 +28,10 @@ from ..types import ToolResult
 from .base import CallContext, Decision
 from .hashing import sha256_text, validated_text
 
-__all__ = ["AuditRecorder"]
+if TYPE_CHECKING:
+    from .pipeline import Gate
+
+__all__ = ["AuditRecorder", "completing_recorder"]
 
 
 class AuditRecorder:
@@ -26,6 +40,22 @@ class AuditRecorder:
     def __init__(self, store: object, *, arguments: Literal["digest", "redacted"] = "digest") -> None:
         self.store = store
         self.arguments = arguments
+        self._joins: tuple[object, bool] = (None, False)
+
+    def completes(self, idempotency: object) -> bool:
+        """True when keys of `idempotency` can be completed inside this recorder's appends (both
+        stores on one engine, with `complete_in` and `append_after`)."""
+        seen, answer = self._joins
+        if idempotency is not seen:
+            engine = getattr(self.store, "engine", None)
+            answer = (
+                engine is not None
+                and hasattr(self.store, "append_after")
+                and getattr(idempotency, "engine", None) is engine
+                and hasattr(idempotency, "complete_in")
+            )
+            self._joins = (idempotency, answer)
+        return answer
 
     async def __call__(self, ctx: CallContext, result: ToolResult) -> None:
         shown: str | None
@@ -46,25 +76,55 @@ class AuditRecorder:
         decision = ctx.decision
         if result.is_error and decision in (Decision.ALLOW, Decision.APPROVED):
             decision = Decision.ERROR if ctx.executed else Decision.REFUSED
-        await self.store.append(  # type: ignore[attr-defined]
-            AuditEntry(
-                at=time.time(),
-                user=ctx.principal.user,
-                tenant=ctx.principal.tenant,
-                tool=ctx.tool.name if ctx.tool else str(ctx.call.name)[:200],
-                decision=str(decision),
-                run_id=ctx.run.run_id,
-                call_id=str(ctx.call.id)[:200],
-                call_hash=ctx.call_hash,
-                approval_id=ctx.approval_id,
-                arguments=shown,
-                result_digest=None if result.is_error else digest(result.content),
-                error_code=str(result.error.code) if result.error else None,
-                detail=detail,
-                duration_ms=round((time.perf_counter() - ctx.started) * 1000, 3),
-                replayed=result.replayed,
-            )
+        entry = AuditEntry(
+            at=time.time(),
+            user=ctx.principal.user,
+            tenant=ctx.principal.tenant,
+            tool=ctx.tool.name if ctx.tool else str(ctx.call.name)[:200],
+            decision=str(decision),
+            run_id=ctx.run.run_id,
+            call_id=str(ctx.call.id)[:200],
+            call_hash=ctx.call_hash,
+            approval_id=ctx.approval_id,
+            arguments=shown,
+            result_digest=None if result.is_error else digest(result.content),
+            error_code=str(result.error.code) if result.error else None,
+            detail=detail,
+            duration_ms=round((time.perf_counter() - ctx.started) * 1000, 3),
+            replayed=result.replayed,
         )
+        completion = ctx.completion
+        if completion is None or ctx.idempotency_key is None:
+            await self.store.append(entry)  # type: ignore[attr-defined]
+            return
+        ctx.completion = None  # taken: a second pass (after an internal error) appends alone
+        await _complete_and_append(self.store, ctx.gate.stores.idempotency, ctx, completion, entry)
+
+
+async def _complete_and_append(
+    audit: Any, idempotency: Any, ctx: CallContext, completion: str, entry: AuditEntry
+) -> None:
+    key, tenant, now = ctx.idempotency_key, ctx.principal.tenant, time.time()
+
+    async def complete(tx: Any) -> None:
+        await idempotency.complete_in(tx, key, completion, tenant=tenant, now=now)
+
+    try:
+        with anyio.CancelScope(shield=True):  # the tool ran: its result and audit line must land
+            await audit.append_after(entry, complete)
+    except Exception:
+        # The audit line could not be written: still keep the result, so a retry replays it.
+        with contextlib.suppress(Exception):
+            await idempotency.complete(key, completion, tenant=tenant, now=now)
+        raise
+
+
+def completing_recorder(gate: Gate, idempotency: object) -> AuditRecorder | None:
+    """The gate's audit recorder that will complete keys of `idempotency` in its append, if any."""
+    for recorder in gate.recorders:
+        if isinstance(recorder, AuditRecorder) and recorder.completes(idempotency):
+            return recorder
+    return None
 
 
 def _reveal_detail(ctx: CallContext, result: ToolResult) -> str:

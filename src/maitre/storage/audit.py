@@ -7,13 +7,30 @@ schema's table, unlike an advisory lock id shared by every schema of a database)
 primary key, so even a writer bypassing the lock could not create a duplicate. Triggers refuse
 UPDATE and DELETE on the table (see `maitre.storage.schema`).
 
-`append_in(tx, entry)` is the same step inside a caller's immediate unit of work (for instance the
-one that also completes the idempotency key the entry records).
+**Group commit.** Appends that arrive while one is being written wait for it and then go in together:
+one transaction, one head read and one commit for the whole batch, each entry sealed after the one
+before it. On Postgres the wait happens by itself (the writer's transaction awaits the server); a
+SQLite transaction never suspends, so when appends come from several tasks at once the writer first
+yields to the event loop once, letting the others join (a lone caller never pays that yield).
+
+`append_after(entry, step)` runs `step(tx)` - for instance `complete_in` of the idempotency key the
+entry records - in the same transaction just before the entry is inserted: the result and the line
+that says it was produced commit together or not at all. A step that raises a `StoreError` (a
+completion refused) fails only its own append; the rest of the batch commits.
+
+`append_in(tx, entry)` is the same step inside a caller's immediate unit of work.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+import anyio.lowlevel
+
 from maitre.audit.chain import AuditEntry
+from maitre.exceptions import StoreError
 from maitre.storage._rows import (
     AUDIT_COLUMNS,
     audit_from_row,
@@ -25,25 +42,57 @@ from maitre.storage._rows import (
 from maitre.storage.base import seal_next
 from maitre.storage.engine.base import Engine, Tx
 
-__all__ = ["SQLAuditStore"]
+__all__ = ["SQLAuditStore", "TxStep"]
 
 _SELECT = select_sql("audit", AUDIT_COLUMNS)
 _INSERT = insert_sql("audit", AUDIT_COLUMNS)
 _HEAD = "SELECT seq, hash FROM {s}.audit ORDER BY seq DESC LIMIT 1"
 
+TxStep = Callable[[Tx], Awaitable[None]]
+"""A step of another concern run inside the audit append's transaction (`append_after`)."""
+
+_TOGETHER_S = 0.002
+"""Appends from two different tasks this close together mean callers run concurrently."""
+
+
+class _Pending:
+    """One append waiting in a batch."""
+
+    __slots__ = ("entry", "error", "sealed", "step", "wake")
+
+    def __init__(self, entry: AuditEntry, step: TxStep | None) -> None:
+        self.entry = entry
+        self.step = step
+        self.sealed: AuditEntry | None = None
+        self.error: BaseException | None = None
+        self.wake = anyio.Event()
+
+    def outcome(self) -> AuditEntry:
+        if self.error is not None:
+            raise self.error
+        assert self.sealed is not None
+        return self.sealed
+
 
 class SQLAuditStore:
-    """`AuditStore` over an engine."""
+    """`AuditStore` over an engine, with group commit (see the module docstring)."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self.engine = engine
+        """The engine (so another concern's step can join an append: `append_after`)."""
+        self._inline = engine.commits_inline
+        self._queue: list[_Pending] = []
+        self._writing = False
+        self._last_task = -1
+        self._last_at = 0.0
 
     async def append(self, entry: AuditEntry) -> AuditEntry:
-        async def op(tx: Tx) -> AuditEntry:
-            return await self.append_in(tx, entry)
+        return await self._submit(_Pending(entry, None))
 
-        # Pipelined on Postgres: BEGIN, LOCK and the head read travel together, then INSERT and COMMIT.
-        return await self._engine.transact(op, immediate=True, pipeline=True)
+    async def append_after(self, entry: AuditEntry, step: TxStep) -> AuditEntry:
+        """Run `step(tx)`, then append `entry`, in one transaction (see the module docstring)."""
+        return await self._submit(_Pending(entry, step))
 
     async def append_in(self, tx: Tx, entry: AuditEntry) -> AuditEntry:
         """`append` inside `tx`, which must be an immediate unit of work."""
@@ -51,6 +100,70 @@ class SQLAuditStore:
         sealed = seal_next(entry, await tx.fetchone(_HEAD))
         await tx.execute(_INSERT, audit_to_row(sealed))
         return sealed
+
+    async def _submit(self, item: _Pending) -> AuditEntry:
+        self._queue.append(item)
+        try:
+            while item.sealed is None and item.error is None:
+                if not self._writing:
+                    await self._lead(item)
+                else:
+                    await item.wake.wait()  # a batch was written (ours, or one before it)
+                    item.wake = anyio.Event()
+        except BaseException:
+            if item.sealed is None and item.error is None and item in self._queue:
+                self._queue.remove(item)  # the caller gave up before its entry was written
+            raise
+        return item.outcome()
+
+    async def _lead(self, item: _Pending) -> None:
+        """Write every queued append (ours among them) in one batch, then hand over to a waiter."""
+        self._writing = True
+        batch: list[_Pending] = []
+        try:
+            if self._inline and self._concurrent():
+                await anyio.lowlevel.checkpoint()  # let the other tasks' appends join this batch
+            batch, self._queue = self._queue, []
+            try:
+                await self._write(batch)
+            except BaseException as exc:
+                failed = exc if isinstance(exc, Exception) else StoreError("the audit write was interrupted")
+                for pending in batch:
+                    if pending is not item:
+                        pending.error = failed
+                raise
+        finally:
+            self._writing = False
+            for pending in (*batch, *self._queue):  # and the appends that came in meanwhile:
+                pending.wake.set()  # the first of them to run leads the next batch
+
+    def _concurrent(self) -> bool:
+        """True when the previous append came from another task a moment ago."""
+        task = anyio.get_current_task().id
+        now = time.monotonic()
+        together = task != self._last_task and now - self._last_at < _TOGETHER_S
+        self._last_task, self._last_at = task, now
+        return together
+
+    async def _write(self, batch: list[_Pending]) -> None:
+        async def op(tx: Tx) -> None:
+            await tx.lock("audit")
+            head = await tx.fetchone(_HEAD)
+            for pending in batch:  # the engine may run this again (busy, reconnect): start clean
+                pending.sealed = pending.error = None
+            for pending in batch:
+                if pending.step is not None:
+                    try:
+                        await pending.step(tx)
+                    except StoreError as exc:
+                        pending.error = exc
+                        continue
+                sealed = seal_next(pending.entry, head)
+                await tx.execute(_INSERT, audit_to_row(sealed))
+                pending.sealed, head = sealed, (sealed.seq, sealed.hash)
+
+        # Pipelined on Postgres: BEGIN, LOCK and the head read travel together, then the rest.
+        await self._engine.transact(op, immediate=True, pipeline=True)
 
     async def entries(self, *, since_seq: int = 0, limit: int | None = None) -> list[AuditEntry]:
         params: list[object] = [since_seq]

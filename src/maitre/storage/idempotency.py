@@ -16,6 +16,10 @@ Each transition is one guarded statement, atomic in every engine without a surro
 
 `complete_in(db, ...)` takes a `Tx` or the engine, so a caller can store a result and the audit entry
 that records it in one unit of work.
+
+`legacy_hashes` says whether the database may hold keys of hash version 1 (see
+`maitre.storage.schema`): True until `load_hash_generation` has read the schema table, so a store
+that has not looked yet is asked for old keys too (safe, one more read per new key).
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from __future__ import annotations
 from maitre.storage._rows import IDEMPOTENCY_COLUMNS, idempotency_from_row, select_sql
 from maitre.storage.base import IdempotencyRecord, completion_refused, now_or
 from maitre.storage.engine.base import Engine, Executor
+from maitre.storage.schema import HASH_V1_MARK
 
-__all__ = ["SQLIdempotencyStore"]
+__all__ = ["HASH_V1_SQL", "SQLIdempotencyStore"]
 
 _COLUMNS = ", ".join(IDEMPOTENCY_COLUMNS)
 _SELECT = select_sql("idempotency", IDEMPOTENCY_COLUMNS) + " WHERE tenant = ? AND idem_key = ?"
@@ -49,20 +54,34 @@ _TAKE_OVER = (
 )
 _COMPLETE = (
     "UPDATE {s}.idempotency SET state = 'completed', result = ?, updated_at = ? "
-    "WHERE tenant = ? AND idem_key = ? AND state IN ('in_flight', 'uncertain')"
+    "WHERE tenant = ? AND idem_key = ? AND state IN ('in_flight', 'uncertain') RETURNING state"
 )
+"""`RETURNING`, not a row count: inside a pipelined Postgres unit of work the count is not known yet."""
 _UNCERTAIN = (
     "UPDATE {s}.idempotency SET state = 'uncertain', updated_at = ? WHERE tenant = ? AND idem_key = ? "
     "AND state = 'in_flight' AND (CAST(? AS TEXT) IS NULL OR owner = ?)"
 )
 _RELEASE = "DELETE FROM {s}.idempotency WHERE tenant = ? AND idem_key = ?"
+HASH_V1_SQL = "SELECT 1 FROM {s}.maitre_schema WHERE component = ?"
+"""Whether the database may hold version-1 keys: a row means yes (params: `(HASH_V1_MARK,)`)."""
 
 
 class SQLIdempotencyStore:
     """`IdempotencyStore` over an engine."""
 
+    legacy_hashes: bool
+    """Whether a key may also be stored in its version-1 form (True until known otherwise)."""
+
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self.engine = engine
+        """The engine (to run `complete_in` in another concern's unit of work)."""
+        self.legacy_hashes = True
+
+    async def load_hash_generation(self) -> bool:
+        """Read from the schema table whether version-1 keys may be stored; returns `legacy_hashes`."""
+        self.legacy_hashes = await self._engine.fetchone(HASH_V1_SQL, (HASH_V1_MARK,)) is not None
+        return self.legacy_hashes
 
     async def begin(
         self,
@@ -132,7 +151,7 @@ class SQLIdempotencyStore:
         self, db: Executor, key: str, result_json: str, *, tenant: str, now: float | None = None
     ) -> None:
         """`complete` through `db` (a `Tx` of a larger unit of work, or the engine)."""
-        if await db.execute(_COMPLETE, (result_json, now_or(now), tenant, key)) == 1:
+        if await db.fetchone(_COMPLETE, (result_json, now_or(now), tenant, key)) is not None:
             return
         raise completion_refused(key, exists=await db.fetchone(_SELECT, (tenant, key)) is not None)
 

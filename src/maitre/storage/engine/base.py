@@ -83,6 +83,10 @@ class Migration:
     """Statements for Postgres only (after `statements`)."""
     add_columns: Sequence[tuple[str, str, str]] = ()
     """`(table, column, type)` nullable columns this step adds if they are missing."""
+    upgrade: Sequence[str] = ()
+    """Portable statements run only when the database already had this component (it was at
+    version 1 or later before this step): how an upgrade marks data that the new code must still
+    read in its old form. A new database never runs them."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,6 +218,9 @@ class Engine(Protocol):
     """How SQL is spelled here."""
     location: str
     """The file or schema, for messages (no password)."""
+    commits_inline: bool
+    """True when `transact` runs to its end without suspending (SQLite): a concern that wants
+    concurrent callers to share a transaction (group commit) must yield to the loop first."""
 
     async def transact(
         self, op: Callable[[Tx], Awaitable[T]], *, immediate: bool = False, pipeline: bool = False

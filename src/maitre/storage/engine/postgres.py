@@ -197,6 +197,9 @@ class PostgresEngine:
             a health check (0: check on every borrow).
     """
 
+    commits_inline = False
+    """A transaction awaits the server: concurrent appenders queue behind it on their own."""
+
     def __init__(
         self,
         dsn: str,

@@ -230,6 +230,8 @@ class SQLiteEngine:
     dialect = SQLITE
     search = SQLITE_SEARCH
     """Full-text and vector search on this engine (`SearchHooks`)."""
+    commits_inline = True
+    """`transact` never suspends: a concern that batches concurrent callers must yield first."""
 
     def __init__(
         self,
@@ -306,6 +308,12 @@ class SQLiteEngine:
 
     async def migrate(self, schema: Schema) -> None:
         self.migrate_now(schema)
+
+    def fetchone_now(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """`fetchone`, synchronously (for constructors, right after `migrate_now`)."""
+        with self._lock:
+            row: tuple[Any, ...] | None = self.conn.execute(self._render(sql), params).fetchone()
+            return row
 
     async def _run(self, step: Callable[[sqlite3.Connection], T]) -> T:
         """Run `step` holding the connection; on SQLITE_BUSY, back off (async) and run it again."""
