@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import asdict, dataclass, fields
+from json.encoder import encode_basestring
 from typing import Any, Protocol
 
 from maitre.audit.canonical import canonical_bytes
@@ -100,9 +101,44 @@ def _payload(entry: AuditEntry, **overrides: Any) -> dict[str, Any]:
     return payload
 
 
+_SORTED = tuple(sorted(_HASHED_FIELDS))
+"""The hashed fields in RFC 8785 order (plain ASCII names: code point order is UTF-16 order)."""
+_PREFIXES = tuple((f'"{name}":', name) for name in _SORTED)
+_INT_MAX = 2**53 - 1
+
+
+def _payload_bytes(payload: dict[str, Any]) -> bytes:
+    """RFC 8785 bytes of an entry's payload, written field by field (a third of `canonical_bytes`'
+    cost: the keys and their order are known). Anything outside the common shapes - a float JCS
+    writes in exponent form, an int beyond 2**53, a lone surrogate - goes through `canonical_bytes`.
+    A property test holds the two equal."""
+    parts: list[str] = []
+    for prefix, name in _PREFIXES:
+        value = payload[name]
+        kind = type(value)
+        if kind is str:
+            parts.append(prefix + encode_basestring(value))
+        elif value is None:
+            parts.append(prefix + "null")
+        elif kind is bool:
+            parts.append(prefix + ("true" if value else "false"))
+        elif kind is int and -_INT_MAX <= value <= _INT_MAX:
+            parts.append(prefix + str(value))
+        elif kind is float and abs(value) < 1e16 and value.is_integer():
+            parts.append(prefix + str(int(value)))  # ECMAScript writes 2.0 as 2
+        elif kind is float and 1e-4 <= abs(value) < 1e16:
+            parts.append(prefix + repr(value))  # shortest round trip, as ECMAScript's
+        else:
+            return canonical_bytes(payload)
+    try:
+        return ("{" + ",".join(parts) + "}").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: RFC 8785 refuses it, with its own message
+        return canonical_bytes(payload)
+
+
 def entry_hash(entry: AuditEntry) -> str:
     """The hash an entry must carry: sha256 over the canonical JSON of all its fields but `hash`."""
-    return hashlib.sha256(canonical_bytes(_payload(entry))).hexdigest()
+    return hashlib.sha256(_payload_bytes(_payload(entry))).hexdigest()
 
 
 def seal(entry: AuditEntry, *, seq: int, prev_hash: str) -> AuditEntry:
@@ -119,7 +155,7 @@ def seal(entry: AuditEntry, *, seq: int, prev_hash: str) -> AuditEntry:
         duration_ms=float(entry.duration_ms),
         replayed=bool(entry.replayed),
     )
-    return AuditEntry(**payload, hash=hashlib.sha256(canonical_bytes(payload)).hexdigest())
+    return AuditEntry(**payload, hash=hashlib.sha256(_payload_bytes(payload)).hexdigest())
 
 
 @dataclass(kw_only=True, frozen=True)
