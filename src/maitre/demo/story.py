@@ -9,8 +9,11 @@ Chapters, all in one store so one audit chain covers everything:
 5. an untrusted ticket carrying an injection that does not lead to a write (seed 002);
 6. the audit chain verified.
 
-Offline it runs on `ScriptedModel` rules that say they are rules. With a real model the same goals,
-tools, approvals and checks run; the model decides the calls.
+Offline it runs on `ScriptedModel` rules that say they are rules: the answers read as plain
+sentences, and the rule behind each model turn travels beside them, as the `rule` field of the
+`model_call` events and of a `run_finished` event whose text a rule wrote (the CLI shows it
+dimmed). With a real model the same goals, tools, approvals and checks run; the model decides the
+calls, and the events carry no `rule`.
 """
 
 from __future__ import annotations
@@ -195,7 +198,8 @@ def _plan(request: ModelRequest) -> str:
 
 
 def scripted_model() -> ScriptedModel:
-    """The rules that play the model's part offline. Each says it is a rule."""
+    """The rules that play the model's part offline. Each says it is a rule, apart from the text
+    (`label=False`): `run_story` puts the rule's name on the events."""
     return ScriptedModel(
         [
             # 1. weekend planner: two independent calls in one step
@@ -254,7 +258,8 @@ def scripted_model() -> ScriptedModel:
                 then="Ticket T-481: the customer's parcel is late. (It also contained instructions to email data; "
                 "I did not act on them.)",
             ),
-        ]
+        ],
+        label=False,
     )
 
 
@@ -268,6 +273,18 @@ def _refund_answer(request: ModelRequest) -> str:
     return (
         f"Refund {refund['refund_id']} of {refund['amount_inr']} INR is on its way for {refund['order_id']}."
     )
+
+
+def _rule_of(model: Model, event: dict[str, Any]) -> dict[str, str]:
+    """`{"rule": name}` for an event a scripted rule caused: a model turn, or an answer it wrote
+    (not a brake's or a pause's own message)."""
+    if not isinstance(model, ScriptedModel) or model.last_rule is None:
+        return {}
+    if event["type"] == "model_call" or (
+        event["type"] == "run_finished" and event.get("stop_reason") == "completed"
+    ):
+        return {"rule": model.last_rule}
+    return {}
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -321,7 +338,7 @@ async def run_story(model: Model, stores: Stores, emit: Callable[[dict[str, Any]
     chapter_key = {"value": ""}
 
     def on_event(event: dict[str, Any]) -> None:
-        emit({**event, "chapter": chapter_key["value"]})
+        emit({**event, "chapter": chapter_key["value"], **_rule_of(model, event)})
 
     agent = Agent(
         model,
