@@ -347,6 +347,7 @@ async def run_story(model: Model, stores: Stores, emit: Callable[[dict[str, Any]
         system=SYSTEM,
         limits=Limits(max_steps=8, max_seconds=120),
         on_event=on_event,
+        name="maitre-demo",
     )
     runs: dict[str, Run] = {}
     for chapter in CHAPTERS:
