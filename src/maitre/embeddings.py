@@ -127,7 +127,9 @@ def _package_file(package: str, *parts: str) -> Path:
     """Locate a data file inside an installed package without importing the package."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise _EmbeddingsNotInstalled("embeddings", _FEATURE, [package])
+        if package in missing_embedding_packages():
+            raise _EmbeddingsNotInstalled("embeddings", _FEATURE, [package])
+        raise EmbeddingModelError(f"The package {package!r} is not installed.")
     path = Path(next(iter(spec.submodule_search_locations)), *parts)
     if not path.is_file():
         raise EmbeddingModelError(
