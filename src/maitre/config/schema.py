@@ -1,0 +1,376 @@
+"""What `maitre.toml` (or `[tool.maitre]` in pyproject.toml) may say, as pydantic models.
+
+Every section forbids unknown keys, so a typo (`[stores] ulr = ...`) is an error naming the key
+and the file instead of a setting silently ignored. Values are validated here, once, so a command
+never starts with a setting it would refuse later (an unknown JWT algorithm, a Redis URL where
+the stores must go, a port out of range).
+
+```toml
+stores = "maitre.db"                     # or a [stores] table: url, rate_limits, tasks
+
+[auth]                                   # JWT bearer tokens for `maitre serve --transport http`
+issuer = "https://id.example.com/"
+audience = "https://tools.example.com/mcp"
+jwks_url = "https://id.example.com/.well-known/jwks.json"   # or key_file = "issuer.pem"
+algorithms = ["RS256"]
+
+[policy]                                 # the default policy's knobs
+approver_role = "approver"
+matrix = { "write.medium" = "needs_approval" }
+
+[budgets]
+max_calls_per_run = 50
+rate_limit = { per_second = 2, burst = 5 }
+
+[approvals]
+ttl_s = 3600
+
+[audit]
+arguments = "redacted"
+
+[serve]
+target = "app.py:box"
+transport = "http"
+port = 8000
+
+[tracing]
+otlp = "http://127.0.0.1:4318"
+
+[mcp.upstreams.github]
+url = "https://api.githubcopilot.com/mcp/"
+headers = { Authorization = "Bearer $GITHUB_TOKEN" }
+```
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from ..gate.budget import Budgets
+    from ..policy import DefaultPolicy
+
+__all__ = [
+    "ApprovalsConfig",
+    "AuditConfig",
+    "AuthConfig",
+    "BudgetsConfig",
+    "JWT_ALGORITHMS",
+    "MaitreConfig",
+    "McpConfig",
+    "PolicyConfig",
+    "RateLimitConfig",
+    "ServeConfig",
+    "StoresConfig",
+    "TracingConfig",
+    "UpstreamConfig",
+    "check_jwt_algorithms",
+    "check_store_url",
+]
+
+JWT_ALGORITHMS = frozenset(
+    {
+        "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES256K", "ES384", "ES512",
+        "ES521", "PS256", "PS384", "PS512", "EdDSA",
+    }
+)  # fmt: skip
+"""The JWS algorithms a verifier may accept (pyjwt's names; `none` is never one of them)."""
+
+
+def check_jwt_algorithms(algorithms: list[str]) -> list[str]:
+    """`algorithms` unchanged when each is a known JWS algorithm; else a ValueError naming it."""
+    for name in algorithms:
+        if name not in JWT_ALGORITHMS:
+            known = ", ".join(sorted(JWT_ALGORITHMS))
+            raise ValueError(f"unknown JWT algorithm {name!r}; use one of {known}")
+    if not algorithms:
+        raise ValueError("name at least one JWT algorithm")
+    return algorithms
+
+
+def check_store_url(url: str) -> str:
+    """`url` when the gate's stores can live there; else a ValueError saying what to write."""
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(
+            f"{url!r}: Redis holds only rate limits; give it as --rate-limits (or [stores] rate_limits) "
+            "beside a SQLite path or postgresql:// URL for the stores"
+        )
+    if "://" in url and not url.startswith(("sqlite://", "postgresql://", "postgres://", "memory://")):
+        raise ValueError(
+            f"unknown store URL {url!r}: use a file path, sqlite:///path.db, postgresql://... or memory://"
+        )
+    if not url.strip():
+        raise ValueError("the store URL is empty")
+    return url
+
+
+class _Section(BaseModel):
+    """A table of the file: unknown keys are errors, values are never changed after loading."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StoresConfig(_Section):
+    """Where the gate keeps approvals, idempotency, audit, handles and runs (and MCP tasks)."""
+
+    url: str | None = None
+    """A SQLite file path (relative to the config file), `sqlite:///path.db` or `postgresql://...`."""
+    rate_limits: str | None = None
+    """A `redis://` URL to keep rate limits in Redis (shared by every replica)."""
+    tasks: str | None = None
+    """Where MCP task state lives; default: the same place as `url`."""
+
+    @field_validator("url", "tasks")
+    @classmethod
+    def _store(cls, value: str | None) -> str | None:
+        return None if value is None else check_store_url(value)
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _redis(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"rate_limits must be a redis:// URL, not {value!r}")
+        return value
+
+
+class AuthConfig(_Section):
+    """JWT bearer tokens `maitre serve` accepts over HTTP (signature, issuer, audience, expiry)."""
+
+    issuer: str | None = None
+    """Expected `iss`; setting it turns authentication on."""
+    audience: str | list[str] | None = None
+    """This server's identifier; a token minted for another audience is refused."""
+    jwks_url: str | None = None
+    """The issuer's JSON Web Key Set (fetched, cached, refreshed on an unknown `kid`)."""
+    key_file: Path | None = None
+    """The issuer's public key (PEM) or an HMAC secret, instead of `jwks_url`."""
+    algorithms: list[str] | None = None
+    """Accepted algorithms; default RS256/ES256/EdDSA (HS256 for a secret key file)."""
+    tenant_claim: str = "tenant"
+    """The claim that holds the caller's tenant."""
+    default_tenant: str | None = None
+    """Tenant for tokens without that claim (unset: such tokens are refused)."""
+    jwks_ttl_s: float = Field(default=300.0, gt=0)
+    """How long a fetched key set is trusted before it is fetched again."""
+
+    @field_validator("algorithms")
+    @classmethod
+    def _algorithms(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else check_jwt_algorithms(value)
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> AuthConfig:
+        if self.jwks_url and self.key_file:
+            raise ValueError("give jwks_url or key_file, not both")
+        if self.issuer and not self.audience:
+            raise ValueError("issuer needs audience (this server's identifier in the tokens)")
+        if self.issuer and not (self.jwks_url or self.key_file):
+            raise ValueError("issuer needs jwks_url or key_file (where the signing keys come from)")
+        return self
+
+
+_MATRIX_KEYS = frozenset(
+    f"{effect}.{risk}"
+    for effect in ("read", "write", "destructive")
+    for risk in ("low", "medium", "high", "critical")
+)
+
+
+class PolicyConfig(_Section):
+    """The default policy's settings (seed 003's risk matrix, self-approval, approver role)."""
+
+    allow_self_approval: bool = False
+    """Whether the person who made a call may approve it."""
+    approver_role: str | None = None
+    """When set, only principals with this role may approve."""
+    taint_requires_approval: bool = True
+    """Untrusted content in a run makes open-world writes need approval."""
+    matrix: dict[str, Literal["allow", "deny", "needs_approval"]] = Field(default_factory=dict)
+    """Changes to the risk matrix, keyed `effect.risk`, e.g. `"write.medium" = "needs_approval"`."""
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if key not in _MATRIX_KEYS:
+                raise ValueError(
+                    f"unknown matrix key {key!r}: use EFFECT.RISK with EFFECT read|write|destructive "
+                    "and RISK low|medium|high|critical"
+                )
+        return value
+
+    def build(self) -> DefaultPolicy:
+        """The `DefaultPolicy` these settings describe."""
+        from ..policy import DEFAULT_RISK_MATRIX, Action, DefaultPolicy
+        from ..types import Effect, Risk
+
+        matrix = dict(DEFAULT_RISK_MATRIX)
+        for key, action in self.matrix.items():
+            effect, _, risk = key.partition(".")
+            matrix[(Effect(effect), Risk(risk))] = Action(action)
+        return DefaultPolicy(
+            matrix=matrix,
+            allow_self_approval=self.allow_self_approval,
+            approver_role=self.approver_role,
+            taint_requires_approval=self.taint_requires_approval,
+        )
+
+
+class RateLimitConfig(_Section):
+    """A token bucket: `burst` calls at once, refilled at `per_second`."""
+
+    per_second: float = Field(gt=0)
+    burst: int = Field(ge=1)
+
+
+class BudgetsConfig(_Section):
+    """Limits on what one run may execute, and how fast a principal may call."""
+
+    max_calls_per_run: int | None = Field(default=200, ge=1)
+    """Executed calls in one run."""
+    per_tool: dict[str, int] = Field(default_factory=dict)
+    """Executed calls per tool per run, by canonical name."""
+    per_class: dict[str, int] = Field(default_factory=dict)
+    """Executed calls per effect class per run, e.g. `{ write = 3 }`."""
+    rate_limit: RateLimitConfig | None = None
+    """Default bucket per (tenant, user, tool)."""
+    rate_limits: dict[str, RateLimitConfig] = Field(default_factory=dict)
+    """Buckets for specific tools, by canonical name."""
+
+    @field_validator("per_class")
+    @classmethod
+    def _classes(cls, value: dict[str, int]) -> dict[str, int]:
+        for key in value:
+            if key not in ("read", "write", "destructive"):
+                raise ValueError(f"unknown effect class {key!r}: use read, write or destructive")
+        return value
+
+    def build(self) -> Budgets:
+        """The gate's `Budgets`."""
+        from ..gate.budget import Budgets, RateLimit
+
+        def bucket(limit: RateLimitConfig) -> RateLimit:
+            return RateLimit(per_second=limit.per_second, burst=limit.burst)
+
+        return Budgets(
+            max_calls_per_run=self.max_calls_per_run,
+            per_tool=dict(self.per_tool),
+            per_class=dict(self.per_class),
+            rate_limit=bucket(self.rate_limit) if self.rate_limit else None,
+            rate_limits={name: bucket(limit) for name, limit in self.rate_limits.items()},
+        )
+
+
+class ApprovalsConfig(_Section):
+    """How approval requests behave."""
+
+    ttl_s: float = Field(default=24 * 3600.0, gt=0)
+    """How long a request stays decidable and an approval usable."""
+    cli_roles: dict[str, list[str]] = Field(default_factory=dict)
+    """Roles an operating-system user holds when deciding from the command line, e.g.
+    `alice = ["approver"]` (for `[policy] approver_role`). The OS account is the identity; a name
+    given with `--approver` never gains a role."""
+
+
+class AuditConfig(_Section):
+    """The hash-chained audit log of every call."""
+
+    enabled: bool = True
+    """Record every call when the stores are durable."""
+    arguments: Literal["digest", "redacted"] = "digest"
+    """What the log keeps of the arguments: a digest, or the arguments with secrets redacted."""
+
+
+class ServeConfig(_Section):
+    """`maitre serve`'s defaults (each flag overrides its key)."""
+
+    target: str | None = None
+    """`MODULE_OR_FILE:ATTR` of the MCPApp or Toolbox to serve."""
+    transport: Literal["stdio", "http"] = "stdio"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    path: str = "/mcp"
+    user: str = "local"
+    """Principal for stdio and unauthenticated HTTP."""
+    tenant: str = "local"
+    scopes: list[str] = Field(default_factory=list)
+    roles: list[str] = Field(default_factory=list)
+    resource_url: str | None = None
+    """Public URL of this server (RFC 9728 metadata)."""
+    allow_hosts: list[str] = Field(default_factory=list)
+    allow_origins: list[str] = Field(default_factory=list)
+    stateless_legacy: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"path must start with '/', e.g. '/{value}'")
+        return value
+
+
+class TracingConfig(_Section):
+    """Where traces go."""
+
+    otlp: str | None = None
+    """An OTLP/HTTP endpoint, e.g. `http://127.0.0.1:4318`."""
+
+
+class UpstreamConfig(_Section):
+    """Another MCP server `maitre mcp pin|check|scan --namespace NAME` talks to."""
+
+    url: str | None = None
+    """Its Streamable HTTP URL."""
+    command: str | list[str] | None = None
+    """Or the command line that starts it on stdio."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """'Name' = 'value' sent to it (`$VARS` expand when used; shown masked)."""
+    allow_loopback: bool = False
+    allowed_hosts: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> UpstreamConfig:
+        if (self.url is None) == (self.command is None):
+            raise ValueError("give url or command (exactly one)")
+        return self
+
+    def target(self) -> str:
+        """The URL or command line, as the `mcp` commands take it."""
+        if self.url is not None:
+            return self.url
+        if isinstance(self.command, list):
+            import shlex
+
+            return shlex.join(self.command)
+        return str(self.command)
+
+
+class McpConfig(_Section):
+    """MCP client settings."""
+
+    lockfile: Path = Path("maitre.mcp.lock.json")
+    """The lockfile `mcp pin` writes and `mcp check` compares with."""
+    upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)
+    """Upstream servers by namespace."""
+
+
+class MaitreConfig(_Section):
+    """The whole file. Every section is optional; a missing one takes its defaults."""
+
+    stores: StoresConfig = Field(default_factory=StoresConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+
+    @field_validator("stores", mode="before")
+    @classmethod
+    def _stores_shorthand(cls, value: Any) -> Any:
+        return {"url": value} if isinstance(value, str) else value
