@@ -14,26 +14,40 @@ principal comes from configuration (`--user/--tenant/--scope` on `maitre serve`)
 
 A shared HMAC key (HS256/384/512) shorter than its hash output - 32, 48, 64 bytes (RFC 7518 §3.2) -
 is refused when the verifier is built: anyone holding one token could brute-force a short key
-offline and then mint tokens for any user and tenant.
+offline and then mint tokens for any user and tenant. So is an algorithm pyjwt does not know
+(`RS999`) or `none`: a verifier that would start and then refuse every token is refused at start.
+
+`JWKSKeys` takes the keys from the issuer's JWKS URL instead of a file: fetched with httpx, kept
+for `ttl_s`, fetched again when a token names a `kid` the cached set lacks (key rotation) - but
+not more often than every `min_refresh_s`, so tokens with made-up `kid`s cannot make the server
+hammer the issuer. The response size and the number of keys are bounded; a failed fetch keeps
+the keys already known (and is logged). Plain `http://` is accepted only for a loopback issuer.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
+import anyio
 import anyio.to_thread
+import httpx
 import jwt
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 
+from ..config import check_jwt_algorithms
 from ..exceptions import UserError
 from ..types import Principal
 
 __all__ = [
     "BearerVerifier",
+    "JWKSKeys",
     "JWTVerifier",
     "PRINCIPAL_CLAIM",
     "SdkTokenVerifier",
@@ -64,7 +78,8 @@ class JWTVerifier:
     """
 
     key: Any
-    """The HMAC secret, or the issuer's public key (PEM text or a key object), or a `jwt.PyJWKClient`."""
+    """The HMAC secret, the issuer's public key (PEM text or a key object), `JWKSKeys` (the
+    issuer's JWKS URL), or a `jwt.PyJWKClient`."""
     issuer: str
     """Expected `iss`."""
     audience: str | Sequence[str]
@@ -78,6 +93,10 @@ class JWTVerifier:
     """Tenant when the token has no tenant claim; None refuses such tokens."""
 
     def __post_init__(self) -> None:
+        try:
+            check_jwt_algorithms(list(self.algorithms))
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
         hmac_bits = [int(a[2:]) for a in self.algorithms if a in _HMAC_ALGORITHMS]
         if not hmac_bits or not isinstance(self.key, str | bytes | bytearray):
             return
@@ -92,7 +111,18 @@ class JWTVerifier:
     async def verify(self, token: str) -> Principal | None:
         key = self.key
         try:
-            if isinstance(key, jwt.PyJWKClient):
+            if isinstance(key, JWKSKeys):
+                header = jwt.get_unverified_header(token)
+                alg = header.get("alg")
+                if not isinstance(alg, str) or alg not in self.algorithms:
+                    logger.info("bearer token refused: algorithm %r not accepted", alg)
+                    return None
+                kid = header.get("kid")
+                key = await key.key(kid if isinstance(kid, str) else None, alg)
+                if key is None:
+                    logger.info("bearer token refused: no key %r in the issuer's JWKS", kid)
+                    return None
+            elif isinstance(key, jwt.PyJWKClient):
                 key = (await anyio.to_thread.run_sync(key.get_signing_key_from_jwt, token)).key
             claims = jwt.decode(
                 token,
@@ -116,6 +146,124 @@ class JWTVerifier:
             scopes=frozenset(_scopes(claims)),
             roles=frozenset(str(r) for r in claims.get("roles") or ()),
         )
+
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@dataclass(kw_only=True)
+class JWKSKeys:
+    """The issuer's signing keys, read from its JWKS URL and cached (see the module docstring)."""
+
+    url: str
+    """The JSON Web Key Set, e.g. `https://id.example.com/.well-known/jwks.json`."""
+    ttl_s: float = 300.0
+    """How long a fetched set is used before it is fetched again."""
+    min_refresh_s: float = 30.0
+    """The shortest time between two fetches, whatever the tokens say (an unknown `kid` waits)."""
+    timeout_s: float = 5.0
+    """Timeout of one fetch."""
+    max_bytes: int = 512 * 1024
+    """The largest key set accepted."""
+    max_keys: int = 64
+    """The most keys kept from one set."""
+    client: httpx.AsyncClient | None = None
+    """The HTTP client to fetch with (default: one of its own)."""
+    fetches: int = field(default=0, init=False)
+    """How many times the set was fetched (for operators and tests)."""
+    _keys: dict[str, tuple[Any, str | None]] = field(default_factory=dict, init=False, repr=False)
+    """kid → (key, the algorithm the set declares for it)."""
+    _unnamed: list[tuple[Any, str | None]] = field(default_factory=list, init=False, repr=False)
+    _fetched_at: float | None = field(default=None, init=False, repr=False)
+    _attempted_at: float | None = field(default=None, init=False, repr=False)
+    _lock: anyio.Lock = field(default_factory=anyio.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme == "https" and parts.hostname:
+            return
+        if parts.scheme == "http" and parts.hostname in _LOOPBACK:
+            return
+        raise UserError(
+            f"JWKS URL {self.url!r}: use https:// (plain http:// only for a loopback issuer in development)"
+        )
+
+    async def key(self, kid: str | None, alg: str) -> Any | None:
+        """The key for a token's `kid` and `alg`, fetching the set when stale or when `kid` is new."""
+        if self._fetched_at is None or time.monotonic() - self._fetched_at > self.ttl_s:
+            await self._refresh()
+        found = self._find(kid, alg)
+        if found is None:
+            await self._refresh()  # a rotated key: look again, unless the set was read a moment ago
+            found = self._find(kid, alg)
+        return found
+
+    def _find(self, kid: str | None, alg: str) -> Any | None:
+        if kid is not None:
+            entry = self._keys.get(kid)
+        else:
+            candidates = [*self._keys.values(), *self._unnamed]
+            entry = candidates[0] if len(candidates) == 1 else None
+        if entry is None:
+            return None
+        key, declared = entry
+        return key if declared is None or declared == alg else None
+
+    async def _refresh(self) -> None:
+        async with self._lock:
+            now = time.monotonic()
+            if self._attempted_at is not None and now - self._attempted_at < self.min_refresh_s:
+                return  # read (or tried) a moment ago, perhaps by a concurrent caller
+            self._attempted_at = now
+            try:
+                document = await self._fetch()
+            except (httpx.HTTPError, ValueError) as exc:
+                logger.warning(
+                    "JWKS %s could not be read (%s); keeping the keys already known", self.url, exc
+                )
+                return
+            if self._load(document):
+                self._fetched_at = time.monotonic()
+
+    async def _fetch(self) -> Any:
+        client = self.client or httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=False)
+        self.fetches += 1
+        try:
+            async with client.stream("GET", self.url, headers={"Accept": "application/json"}) as response:
+                if response.status_code != 200:
+                    raise ValueError(f"HTTP {response.status_code}")
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > self.max_bytes:
+                        raise ValueError(f"larger than {self.max_bytes} bytes")
+        finally:
+            if self.client is None:
+                await client.aclose()
+        return json.loads(bytes(body))
+
+    def _load(self, document: Any) -> bool:
+        entries = document.get("keys") if isinstance(document, dict) else None
+        if not isinstance(entries, list):
+            logger.warning("JWKS %s has no 'keys' list; keeping the keys already known", self.url)
+            return False
+        keys: dict[str, tuple[Any, str | None]] = {}
+        unnamed: list[tuple[Any, str | None]] = []
+        for entry in entries[: self.max_keys]:
+            if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
+                continue
+            try:
+                key = jwt.PyJWK(entry).key
+            except (jwt.PyJWTError, ValueError, TypeError, KeyError):
+                continue  # a key type or curve this server cannot use
+            declared = entry.get("alg") if isinstance(entry.get("alg"), str) else None
+            kid = entry.get("kid")
+            if isinstance(kid, str):
+                keys[kid] = (key, declared)
+            else:
+                unnamed.append((key, declared))
+        self._keys, self._unnamed = keys, unnamed
+        return True
 
 
 def _scopes(claims: Mapping[str, Any]) -> Iterable[str]:
