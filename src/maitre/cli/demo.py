@@ -1,7 +1,10 @@
 """`maitre demo`: the seeds' story in the terminal (rich) or as JSON Lines (`--json`).
 
 Offline by default: SQLite in a temporary folder and the scripted model. With ANTHROPIC_API_KEY or
-OPENAI_API_KEY set, or `--model openai-compatible:URL`, the same story runs on a real model.
+OPENAI_API_KEY set, or `--model openai-compatible:URL`, the same story runs on a real model. A
+provider named without its key, or without its SDK installed, is refused in one line before the
+story starts; a story whose model could not be reached exits 1. A reader that stops reading
+(`maitre demo --json | head`) ends the demo quietly.
 """
 
 from __future__ import annotations
@@ -21,8 +24,24 @@ from rich.panel import Panel
 from ..demo import run_story, scripted_model
 from ..exceptions import UserError
 from ..stores import open_stores
+from .errors import CommandError, quiet_broken_pipe
 
-__all__ = ["demo_command", "model_from_spec"]
+__all__ = ["API_KEYS", "demo_command", "model_from_spec"]
+
+API_KEYS = {
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+    "openai": ("OPENAI_API_KEY",),
+}
+"""The environment variables each hosted provider reads its credentials from."""
+
+
+def _needs_key(kind: str) -> None:
+    names = API_KEYS.get(kind, ())
+    if names and not any(os.environ.get(name) for name in names):
+        raise CommandError(
+            f"--model {kind} needs {names[0]} in the environment (or run the offline story with "
+            "--model scripted)"
+        )
 
 
 def model_from_spec(spec: str | None) -> Any:
@@ -38,10 +57,12 @@ def model_from_spec(spec: str | None) -> Any:
     if kind == "scripted":
         return scripted_model()
     if kind == "anthropic":
+        _needs_key(kind)
         from ..models.anthropic import AnthropicModel
 
         return AnthropicModel(rest) if rest else AnthropicModel()
     if kind == "openai":
+        _needs_key(kind)
         from ..models.openai import OpenAIChatModel
 
         return OpenAIChatModel(rest or "gpt-4.1-mini")
@@ -67,16 +88,24 @@ def demo_command(
     """Tell the seeds' story through the real agent loop, gate and store."""
     console = Console()
     render = _Renderer(console)
+    closed: list[bool] = []
 
     def emit(event: dict[str, Any]) -> None:
-        if as_json:
-            typer.echo(json.dumps(_public(event), ensure_ascii=False, default=str))
-        else:
-            render(event)
+        if closed:
+            return  # the reader has gone; the story ends without another word
+        try:
+            if as_json:
+                typer.echo(json.dumps(_public(event), ensure_ascii=False, default=str))
+            else:
+                render(event)
+        except BrokenPipeError:
+            closed.append(True)
+
+    chosen = model_from_spec(model)
 
     async def main(path: str) -> dict[str, Any]:
         async with await open_stores(path) as stores:
-            return await run_story(model_from_spec(model), stores, emit)
+            return await run_story(chosen, stores, emit)
 
     try:
         if db:
@@ -85,13 +114,20 @@ def demo_command(
             with tempfile.TemporaryDirectory(prefix="maitre-demo-") as folder:
                 outcome = anyio.run(main, str(Path(folder) / "maitre.db"))
     except UserError as exc:
-        Console(stderr=True).print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from exc
+        raise CommandError(str(exc), code=2) from None
+    if closed:
+        quiet_broken_pipe()
+    failed = [key for key, run in outcome["runs"].items() if str(run.stop_reason) == "model_error"]
     if not as_json:
         world = outcome["world"]
         console.rule("[bold]What happened in the world")
         console.print(f"refunds issued: {len(world.refunds)} {world.refunds}")
         console.print(f"emails sent: {len(world.emails)}")
+    if failed:
+        raise CommandError(
+            f"the model could not be used in {len(failed)} chapter(s) ({', '.join(failed)}): check the "
+            "key, the model name and the network, or run with --model scripted"
+        )
     raise typer.Exit(0 if outcome["audit"].ok else 1)
 
 
@@ -124,7 +160,8 @@ class _Renderer:
             )
         elif kind == "approval_requested":
             c.print(
-                f"[yellow]approval requested[/yellow] {event['approval_id'][:16]}… for {event['tool']} {json.dumps(event['arguments'])}"
+                f"[yellow]approval requested[/yellow] {event['approval_id']} for {event['tool']} {json.dumps(event['arguments'])}",
+                soft_wrap=True,
             )
         elif kind == "run_paused":
             c.print("[yellow]run paused[/yellow] (saved; it can resume in any process)")

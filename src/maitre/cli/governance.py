@@ -1,29 +1,38 @@
 """`maitre approvals ...` and `maitre audit ...`: the human side of governance.
 
-`--db` takes what `maitre.stores.open_stores` takes: a SQLite file path (the default backend),
-`sqlite:///path.db`, or `postgresql://...?schema=NAME`.
+`--stores` (alias `--db`) names the store the server or app writes: a SQLite file path,
+`sqlite:///path.db`, or `postgresql://...?schema=NAME`; without it, `[stores] url` from
+maitre.toml. These commands never create a store: a path that is not there, or a database that is
+not maitre's, is refused before anything is opened.
+
+A decision is recorded under the operating-system account running the command, marked
+`via=cli` (see `maitre.cli.identity`); `--approver NAME` is kept only as a claimed name beside it.
+The decision is also a line of the audit chain (`approval_decided`, "approved by alice (via=cli)"),
+so the log says who let a call run, not only that it ran.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
-import anyio
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from ..exceptions import UserError
-from ..stores import ApprovalRequest, ApprovalStateError, ApprovalStatus, AuditEntry, Stores, open_stores
+from .app import App, console, settings, wide_console
+from .errors import CommandError
+from .stores import STORES, run_on_stores, store_url
 
 if TYPE_CHECKING:
+    from ..gate import Gate
     from ..gate.approval import ApprovalService
+    from ..stores import ApprovalRequest, AuditEntry, Stores
+    from ..tools import Toolbox
 
 __all__ = [
     "DB",
+    "STATUSES",
     "approvals_app",
     "approvals_approve",
     "approvals_deny",
@@ -33,123 +42,219 @@ __all__ = [
     "audit_verify",
 ]
 
-approvals_app = typer.Typer(help="List and decide approval requests.", no_args_is_help=True)
-audit_app = typer.Typer(help="Inspect and verify the hash-chained audit log.", no_args_is_help=True)
-console = Console()
-err = Console(stderr=True)
-T = TypeVar("T")
+approvals_app = App(help="List and decide approval requests.")
+audit_app = App(help="Inspect and verify the hash-chained audit log.")
 
-_STATUSES: tuple[ApprovalStatus, ...] = get_args(ApprovalStatus)
+DB = STORES
+"""The `--stores` / `--db` option (the older name, kept for the commands that imported it)."""
 
-DB = typer.Option(..., "--db", help="Store: SQLite file path, sqlite:///path.db or postgresql://...")
-
-
-def _run(db: str, job: Callable[[Stores], Awaitable[T]]) -> T:
-    async def main() -> T:
-        async with await open_stores(db) as stores:
-            return await job(stores)
-
-    return anyio.run(main)
+STATUSES = ("pending", "approved", "denied", "used", "expired", "all")
+"""What `approvals list --status` accepts."""
 
 
 def _when(ts: float | None) -> str:
     return "-" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def _service(stores: Stores, tools: str | None) -> ApprovalService:
+def _gate(stores: Stores, box: Toolbox) -> Gate:
+    """A gate over `stores` with the configured policy (which says who may approve), to decide with."""
     from ..gate import Gate
-    from ..tools import Toolbox
-    from .loader import load_toolbox
 
-    box = load_toolbox(tools) if tools else Toolbox()
-    return Gate(box, stores=stores, audit=False).approvals
+    return Gate(box, stores=stores, audit=False, policy=settings().config.policy.build())
+
+
+def _status(value: str) -> str:
+    if value not in STATUSES:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(STATUSES)}")
+    return value
 
 
 @approvals_app.command("list")
 def approvals_list(
-    db: str = DB,
-    status: str = typer.Option("pending", help="pending | approved | denied | used | expired | all"),
+    db: str | None = STORES,
+    status: str = typer.Option(
+        "pending", callback=_status, help="pending | approved | denied | used | expired | all"
+    ),
     tenant: str | None = typer.Option(None, help="Only this tenant's requests"),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (every field, ids in full)"),
+    wide: bool = typer.Option(False, "--wide", help="Never wrap: one request per line"),
 ) -> None:
-    """Show approval requests (pending by default)."""
+    """Show approval requests (pending by default). Ids are never cut: copy them from here."""
+    from ..stores import ApprovalStatus
+
+    known: tuple[ApprovalStatus, ...] = get_args(ApprovalStatus)
 
     async def job(stores: Stores) -> list[ApprovalRequest]:
-        if status == "all":
-            return await stores.approvals.list(tenant=tenant)
-        for known in _STATUSES:
-            if status == known:
-                return await stores.approvals.list(status=known, tenant=tenant)
-        return []  # no request has a status of that name
+        for name in known:
+            if status == name:
+                return await stores.approvals.list(status=name, tenant=tenant)
+        return await stores.approvals.list(tenant=tenant)
 
-    requests = _run(db, job)
+    requests = run_on_stores(store_url(db), job)
     if as_json:
         typer.echo(json.dumps([r.__dict__ for r in requests], indent=2, default=str))
         return
     table = Table(title=f"{len(requests)} approval requests ({status})")
-    for column in ("id", "tool", "arguments", "user", "tenant", "reason", "status", "expires"):
-        table.add_column(column)
+    width = max((len(r.id) for r in requests), default=2)
+    table.add_column("id", no_wrap=True, min_width=width, overflow="fold")
+    for column in ("tool", "arguments", "user", "tenant", "reason", "status", "expires"):
+        table.add_column(column, overflow="fold")
     for r in requests:
         table.add_row(
             r.id, r.tool, json.dumps(r.arguments), r.user, r.tenant, r.reason, r.status, _when(r.expires_at)
         )
-    console.print(table)
+    wide_console(wide).print(table)
+
+
+def _decision_entry(request: ApprovalRequest, account: str) -> AuditEntry:
+    """The audit line for a person's decision: who (the OS account, and the recorded label with
+    `via=cli`), on which request, bound to its call hash."""
+    import time
+
+    from ..stores import AuditEntry
+
+    verb = "approved" if request.status == "approved" else "denied"
+    return AuditEntry(
+        at=time.time(),
+        user=account,
+        tenant=request.tenant,
+        tool=request.tool,
+        decision="approval_decided",
+        call_hash=request.approved_hash or request.call_hash,
+        approval_id=request.id,
+        detail=f"{verb} by {request.approver}",
+    )
+
+
+def _edits(edit: str | None) -> dict[str, Any] | None:
+    if edit is None:
+        return None
+    try:
+        edited = json.loads(edit)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(
+            f"not JSON ({exc.msg} at character {exc.pos})", param_hint="--edit"
+        ) from None
+    if not isinstance(edited, dict):
+        raise typer.BadParameter("must be a JSON object of arguments", param_hint="--edit")
+    return edited
+
+
+def _decide(
+    db: str | None,
+    approval_id: str,
+    claimed: str | None,
+    decide: Any,
+    tools: str | None = None,
+) -> ApprovalRequest:
+    """Check that this person may decide the request, then record `decide(service, principal)`."""
+    from ..tools import Toolbox
+    from .identity import CliApprover
+    from .loader import load_toolbox
+
+    who = CliApprover(claimed)
+    box = load_toolbox(tools) if tools else Toolbox()
+    url = store_url(db)
+
+    async def job(stores: Stores) -> ApprovalRequest:
+        from ..stores import ApprovalStateError
+
+        gate = _gate(stores, box)
+        service = gate.approvals
+        request = await service.get(approval_id)
+        if request is None:
+            raise CommandError(
+                f"no approval request {approval_id} in that store: copy the id from `maitre approvals list`",
+                code=2,
+            )
+        if request.status != "pending":
+            raise CommandError(f"refused: {approval_id} is {request.status}, not pending")
+        who.check(gate.policy, request)
+        try:
+            decided: ApprovalRequest = await decide(service, who.principal(request.tenant))
+        except ApprovalStateError as exc:
+            raise CommandError(f"refused: {exc}") from None
+        await stores.audit.append(_decision_entry(decided, who.user))
+        return decided
+
+    from ..exceptions import UserError
+
+    try:
+        return run_on_stores(url, job)
+    except UserError as exc:  # the service's own refusal (edited arguments, role): a refusal, exit 1
+        raise CommandError(f"refused: {exc}") from None
 
 
 @approvals_app.command("approve")
 def approvals_approve(
     approval_id: str = typer.Argument(..., help="The approval request id (apr_...)"),
-    db: str = DB,
-    approver: str = typer.Option(..., "--approver", help="Who approves (recorded; may not be the requester)"),
+    db: str | None = STORES,
+    approver: str | None = typer.Option(
+        None,
+        "--approver",
+        help="A name to record beside your OS account (a claim, not a login; may not be the requester)",
+    ),
     edit: str | None = typer.Option(None, "--edit", help="Edited arguments as a JSON object"),
     tools: str | None = typer.Option(None, "--tools", help="MODULE_OR_FILE:ATTR toolbox, to validate --edit"),
     note: str | None = typer.Option(None, "--note", help="A note kept with the decision"),
 ) -> None:
-    """Approve a pending request, optionally with edited arguments."""
-    edited = json.loads(edit) if edit else None
+    """Approve a pending request (as your OS account, via=cli), optionally with edited arguments."""
+    edited = _edits(edit)
     if edited is not None and not tools:
-        err.print(
-            "[red]--edit needs --tools MODULE_OR_FILE:ATTR so the edited arguments can be validated[/red]"
+        raise typer.BadParameter(
+            "--edit needs --tools MODULE_OR_FILE:ATTR so the edited arguments can be validated",
+            param_hint="--edit",
         )
-        raise typer.Exit(2)
 
-    async def job(stores: Stores) -> ApprovalRequest:
-        return await _service(stores, tools).approve(approval_id, approver, edited, note=note)
+    async def decide(service: ApprovalService, who: Any) -> ApprovalRequest:
+        return await service.approve(approval_id, who, edited, note=note)
 
-    try:
-        request = _run(db, job)
-    except (UserError, ApprovalStateError, ValueError) as exc:
-        err.print(f"[red]refused:[/red] {exc}")
-        raise typer.Exit(1) from exc
-    console.print(f"[green]approved[/green] {request.id} ({request.tool}) by {request.approver}")
+    request = _decide(db, approval_id, approver, decide, tools)
+    console.print(
+        f"[green]approved[/green] {request.id} ({request.tool}) by {request.approver}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @approvals_app.command("deny")
 def approvals_deny(
     approval_id: str = typer.Argument(..., help="The approval request id (apr_...)"),
-    db: str = DB,
-    approver: str = typer.Option(..., "--approver", help="Who denies"),
+    db: str | None = STORES,
     message: str = typer.Option(..., "--message", help="Why; the model reads this"),
+    approver: str | None = typer.Option(
+        None, "--approver", help="A name to record beside your OS account (a claim, not a login)"
+    ),
 ) -> None:
-    """Deny a pending request; the message goes back to the model."""
+    """Deny a pending request (as your OS account, via=cli); the message goes back to the model."""
 
-    async def job(stores: Stores) -> ApprovalRequest:
-        return await _service(stores, None).deny(approval_id, approver, message)
+    async def decide(service: ApprovalService, who: Any) -> ApprovalRequest:
+        return await service.deny(approval_id, who, message)
 
-    try:
-        request = _run(db, job)
-    except (UserError, ApprovalStateError) as exc:
-        err.print(f"[red]refused:[/red] {exc}")
-        raise typer.Exit(1) from exc
-    console.print(f"[yellow]denied[/yellow] {request.id} ({request.tool}) by {request.approver}")
+    request = _decide(db, approval_id, approver, decide)
+    console.print(
+        f"[yellow]denied[/yellow] {request.id} ({request.tool}) by {request.approver}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _anchor(value: str | None) -> str | None:
+    if value is None:
+        return None
+    seq, _, digest = value.partition(":")
+    if not seq.isdigit() or len(digest) != 64:
+        raise typer.BadParameter("must be SEQ:HASH (a number, a colon, 64 hex characters)")
+    return value
 
 
 @audit_app.command("verify")
 def audit_verify(
-    db: str = DB,
+    db: str | None = STORES,
     anchor: str | None = typer.Option(
         None,
         "--anchor",
+        callback=_anchor,
         help="SEQ:HASH printed by an earlier verify; also catches a truncated or rewritten log",
     ),
 ) -> None:
@@ -163,24 +268,21 @@ def audit_verify(
     pinned: tuple[int, str] | None = None
     if anchor:
         seq, _, digest = anchor.partition(":")
-        if not seq.isdigit() or len(digest) != 64:
-            err.print("[red]--anchor must be SEQ:HASH (a number, a colon, 64 hex characters)[/red]")
-            raise typer.Exit(2)
         pinned = (int(seq), digest)
-    report = _run(db, lambda stores: verify_store(stores.audit, anchor=pinned))
+    report = run_on_stores(store_url(db), lambda stores: verify_store(stores.audit, anchor=pinned))
     if report.ok:
         console.print(f"[green]audit chain intact[/green]: {report.checked} entries")
-        console.print(f"anchor: {report.last_seq}:{report.last_hash}")
+        console.print(f"anchor: {report.last_seq}:{report.last_hash}", soft_wrap=True)
         return
-    err.print(f"[red]audit chain broken at seq {report.first_bad_seq}[/red]: {report.reason}")
-    raise typer.Exit(1)
+    raise CommandError(f"audit chain broken at seq {report.first_bad_seq}: {report.reason}")
 
 
 @audit_app.command("show")
 def audit_show(
-    db: str = DB,
-    limit: int = typer.Option(50, help="How many of the newest entries"),
+    db: str | None = STORES,
+    limit: int = typer.Option(50, min=1, help="How many of the newest entries"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON Lines"),
+    wide: bool = typer.Option(False, "--wide", help="Never wrap: one entry per line"),
 ) -> None:
     """Print the newest audit entries."""
 
@@ -189,17 +291,19 @@ def audit_show(
         since = max(0, (last.seq if last else 0) - limit)
         return await stores.audit.entries(since_seq=since)
 
-    entries = _run(db, job)
+    entries = run_on_stores(store_url(db), job)
     if as_json:
         for entry in entries:
             typer.echo(json.dumps(entry.to_dict()))
         return
     table = Table(title=f"last {len(entries)} audit entries")
-    for column in ("seq", "time", "user", "tool", "decision", "error", "replayed", "approval"):
-        table.add_column(column)
+    for column in ("seq", "time", "user", "tool", "decision", "error", "replayed"):
+        table.add_column(column, overflow="fold")
+    width = max((len(e.approval_id or "") for e in entries), default=8)
+    table.add_column("approval", no_wrap=True, min_width=width)
     for e in entries:
         table.add_row(
             str(e.seq), _when(e.at), f"{e.tenant}/{e.user}", e.tool, e.decision, e.error_code or "",
             "yes" if e.replayed else "", e.approval_id or "",
         )  # fmt: skip
-    console.print(table)
+    wide_console(wide).print(table)

@@ -11,7 +11,10 @@ if TYPE_CHECKING:
     from ..tools import Toolbox
     from ..tools.export import ExportFormat
 
-__all__ = ["export_format", "load_object", "load_toolbox"]
+__all__ = ["FORMATS", "export_format", "load_object", "load_toolbox"]
+
+FORMATS = ("anthropic", "openai", "openai-responses", "mcp")
+"""The tool-definition formats `--format` accepts (`maitre.tools.export.ExportFormat`)."""
 
 
 def load_toolbox(spec: str) -> Toolbox:
@@ -33,11 +36,11 @@ def load_toolbox(spec: str) -> Toolbox:
 
 
 def export_format(value: str) -> ExportFormat:
-    """`value` as a tool-definition format; any other text is the ValueError the export raises."""
+    """`value` as a tool-definition format; any other text is a `UserError` naming the known ones."""
     from ..tools.export import ExportFormat
 
     known: tuple[ExportFormat, ...] = get_args(ExportFormat)
     for format in known:
         if value == format:
             return format
-    raise ValueError(f"unknown format {value!r}; use 'anthropic', 'openai', 'openai-responses' or 'mcp'")
+    raise UserError(f"unknown format {value!r}; use {', '.join(FORMATS)}")

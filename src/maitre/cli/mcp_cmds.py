@@ -1,29 +1,39 @@
-"""`maitre serve` and `maitre mcp pin|check|scan`: the MCP commands (typer apps the root CLI mounts).
+"""`maitre mcp pin|check|scan`: the MCP client commands (a typer app the root CLI mounts).
 
-`serve` loads `MODULE_OR_FILE:ATTR` - an `MCPApp`, a `Toolbox` (served as `MCPApp(box)`), or a
-zero-argument factory returning either - and serves it on stdio or Streamable HTTP. On stdio the
-process prints nothing but protocol on stdout (messages go to stderr). `mcp pin` writes the
-lockfile that `toolbox_from_mcp(lockfile=...)` enforces; `mcp check` shows drift against it.
-Like `from_mcp`, the three `mcp` commands refuse loopback, private, link-local and metadata
-addresses before connecting unless `--allow-loopback` or `--allow-upstream HOST|CIDR` says otherwise
+`mcp pin` writes the lockfile that `toolbox_from_mcp(lockfile=...)` enforces; `mcp check` shows
+drift against it; `mcp scan` reports what the scanner finds in a server's tool definitions.
+TARGET is a URL or a command line; without it, `--namespace NAME` names an upstream of the
+configuration file (`[mcp.upstreams.NAME]`, with its headers and address allowances).
+Like `from_mcp`, the three commands refuse loopback, private, link-local and metadata addresses
+before connecting unless `--allow-loopback` or `--allow-upstream HOST|CIDR` says otherwise
 (`maitre serve --allow-host` is the other direction: the Host headers a served endpoint accepts).
+A server that cannot be reached, or does not speak MCP within `--timeout`, is a one-line error.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import anyio
 import typer
-from rich.console import Console
 
 from ..mcp.serve import serve_command
+from .app import App, console, err, settings
+from .errors import CommandError, leaf_exception
+
+if TYPE_CHECKING:
+    from ..mcp.pinning import Lockfile
 
 __all__ = [
     "AllowHost",
     "AllowLoopback",
+    "Header",
+    "LockfileOption",
+    "Namespace",
+    "Target",
+    "Timeout",
     "check_command",
     "mcp_app",
     "pin_command",
@@ -32,17 +42,13 @@ __all__ = [
     "serve_command",
 ]
 
-err = Console(stderr=True)
-out = Console()
+out = console
 
-mcp_app = typer.Typer(
-    name="mcp",
-    help="Pin, check and scan other MCP servers' tools.",
-    no_args_is_help=True,
-    add_completion=False,
-)
-serve_app = typer.Typer(
-    name="serve", help="Serve a toolbox over MCP, every call through the gate.", add_completion=False
+mcp_app = App(name="mcp", help="Pin, check and scan other MCP servers' tools.")
+serve_app = App(
+    name="serve",
+    help="Serve a toolbox over MCP, every call through the gate.",
+    no_args_is_help=False,
 )
 
 
@@ -57,63 +63,148 @@ AllowHost = Annotated[
         help="Let this command connect to this private host, address or CIDR network (repeatable)",
     ),
 ]
+Timeout = Annotated[
+    float, typer.Option(min=0.1, help="Seconds to wait for the server's tool list before giving up")
+]
+Target = Annotated[
+    str | None,
+    typer.Argument(help="URL or command line of the MCP server (default: the upstream --namespace names)"),
+]
 
 
-def _upstream(
-    target: str,
+@dataclass(kw_only=True)
+class _Server:
+    """The server a command talks to, with the flags and the configuration file merged."""
+
+    target: str
+    namespace: str
+    headers: dict[str, str]
+    allow_loopback: bool
+    allow_host: list[str]
+
+
+def _server(
+    target: str | None,
     namespace: str,
     header: list[str] | None,
-    allow_loopback: bool = False,
-    allow_host: list[str] | None = None,
-    **kw: Any,
-) -> Any:
+    allow_loopback: bool,
+    allow_host: list[str] | None,
+) -> _Server:
+    configured = settings().config.mcp.upstreams.get(namespace)
+    headers: dict[str, str] = {}
+    if configured is not None:
+        headers.update(configured.headers)
+    for item in header or ():
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise typer.BadParameter(f"{item!r} is not 'Name: value'", param_hint="--header")
+        headers[name.strip()] = value.strip()
+    if target is None:
+        if configured is None:
+            raise typer.BadParameter(
+                f"give the server's URL or command line, or configure [mcp.upstreams.{namespace}] "
+                "in maitre.toml",
+                param_hint="TARGET",
+            )
+        target = configured.target()
+    return _Server(
+        target=target,
+        namespace=namespace,
+        headers={k: os.path.expandvars(v) for k, v in headers.items()},
+        allow_loopback=allow_loopback or bool(configured and configured.allow_loopback),
+        allow_host=[*(allow_host or ()), *(configured.allowed_hosts if configured else ())],
+    )
+
+
+def _lockfile(path: Path | None) -> Lockfile:
+    """The lockfile (the flag, else `[mcp] lockfile`); a file that is not one is a usage error."""
+    from ..mcp.pinning import Lockfile
+
+    config = settings()
+    chosen = path if path is not None else config.path_of(config.config.mcp.lockfile)
+    if chosen.is_dir():
+        raise CommandError(f"--lockfile {chosen} is a folder: name the lockfile inside it", code=2)
+    try:
+        return Lockfile.load(chosen)
+    except ValueError as exc:  # broken JSON, or JSON that is not a lockfile
+        detail = str(exc) if str(exc).startswith(str(chosen)) else f"{chosen}: not valid JSON ({exc})"
+        raise CommandError(f"{detail}; fix it, or pin again into a new file", code=2) from None
+
+
+async def _definitions(server: _Server, timeout_s: float) -> list[dict[str, Any]]:
+    """The server's tool definitions, or a one-line reason why there are none."""
+    import anyio
+    from mcp.shared.exceptions import MCPError
+
     from ..mcp.client import McpUpstream
 
-    headers = {}
-    for item in header or ():
-        name, _, value = item.partition(":")
-        headers[name.strip()] = os.path.expandvars(value.strip())
-    return McpUpstream(
-        target,
-        namespace=namespace,
-        headers=headers,
-        allow_loopback=allow_loopback,
-        allowed_hosts=allow_host or (),
-        **kw,
+    upstream = McpUpstream(
+        server.target,
+        namespace=server.namespace,
+        headers=server.headers,
+        allow_loopback=server.allow_loopback,
+        allowed_hosts=server.allow_host,
+        timeout_s=timeout_s,
     )
+    try:
+        with anyio.fail_after(timeout_s):
+            return list(await upstream.definitions())
+    except Exception as exc:
+        leaf = leaf_exception(exc)
+        if isinstance(leaf, TimeoutError):
+            raise CommandError(
+                f"{server.target} gave no MCP tool list within {timeout_s:g} s: is it an MCP server? "
+                "(raise --timeout for a slow one)"
+            ) from None
+        if isinstance(leaf, MCPError):
+            raise CommandError(
+                f"{server.target} did not answer as an MCP server ({leaf}): check the URL or command"
+            ) from None
+        if isinstance(leaf, FileNotFoundError):
+            name = leaf.filename or server.target
+            raise CommandError(f"cannot start {name!r}: no such command (check the command line)") from None
+        raise
 
 
 def _run(main: Any) -> None:
     """Run an async command; an address the guard refuses is a clear error (exit 2)."""
+    import anyio
+
     from ..mcp.egress import AddressRefused
 
     try:
         code = anyio.run(main)
     except AddressRefused as exc:
-        err.print(f"[red]{exc}[/red]", highlight=False)
-        raise typer.Exit(2) from None
+        raise CommandError(str(exc), code=2) from None
     raise typer.Exit(code)
+
+
+Namespace = Annotated[str, typer.Option(help="Namespace (and lockfile key) of the server")]
+LockfileOption = Annotated[
+    Path | None, typer.Option(help="The lockfile (default: [mcp] lockfile, else maitre.mcp.lock.json)")
+]
+Header = Annotated[list[str] | None, typer.Option(help="'Name: value' for this server ($VARS expand)")]
 
 
 @mcp_app.command("pin")
 def pin_command(
-    target: Annotated[str, typer.Argument(help="URL or command line of the MCP server")],
-    namespace: Annotated[str, typer.Option(help="Namespace (and lockfile key) of the server")],
-    lockfile: Annotated[Path, typer.Option(help="Lockfile to write")] = Path("maitre.mcp.lock.json"),
-    header: Annotated[
-        list[str] | None, typer.Option(help="'Name: value' for this server ($VARS expand)")
-    ] = None,
+    namespace: Namespace,
+    target: Target = None,
+    lockfile: LockfileOption = None,
+    header: Header = None,
     force: Annotated[bool, typer.Option(help="Pin even tools with high-severity scanner findings")] = False,
     allow_loopback: AllowLoopback = False,
     allow_host: AllowHost = None,
+    timeout: Timeout = 30.0,
 ) -> None:
     """Pin every tool the server offers now (after scanning them)."""
-    from ..mcp.pinning import Lockfile
     from ..mcp.scanner import scan_servers
 
+    server = _server(target, namespace, header, allow_loopback, allow_host)
+    lock = _lockfile(lockfile)
+
     async def main() -> int:
-        upstream = _upstream(target, namespace, header, allow_loopback, allow_host)
-        offered = await upstream.definitions()
+        offered = await _definitions(server, timeout)
         findings = scan_servers({namespace: offered})
         for finding in findings:
             err.print(finding.render(), markup=False)
@@ -123,10 +214,9 @@ def pin_command(
                 f"[red]not pinned: high-severity findings in {', '.join(high)} (review, then --force)[/red]"
             )
             return 1
-        lock = Lockfile.load(lockfile)
-        lock.pin(namespace, offered, source=target)
+        lock.pin(namespace, offered, source=server.target)
         lock.save()
-        out.print(f"pinned {len(offered)} tool(s) of {namespace} in {lockfile}")
+        out.print(f"pinned {len(offered)} tool(s) of {namespace} in {lock.path}", soft_wrap=True)
         return 0
 
     _run(main)
@@ -134,19 +224,22 @@ def pin_command(
 
 @mcp_app.command("check")
 def check_command(
-    target: Annotated[str, typer.Argument(help="URL or command line of the MCP server")],
-    namespace: Annotated[str, typer.Option(help="Namespace (and lockfile key) of the server")],
-    lockfile: Annotated[Path, typer.Option(help="Lockfile to compare with")] = Path("maitre.mcp.lock.json"),
-    header: Annotated[list[str] | None, typer.Option(help="'Name: value' for this server")] = None,
+    namespace: Namespace,
+    target: Target = None,
+    lockfile: LockfileOption = None,
+    header: Header = None,
     allow_loopback: AllowLoopback = False,
     allow_host: AllowHost = None,
+    timeout: Timeout = 30.0,
 ) -> None:
     """Show drift between what the server offers and the lockfile (exit 1 on drift)."""
-    from ..mcp.pinning import Lockfile, check_drift
+    from ..mcp.pinning import check_drift
+
+    server = _server(target, namespace, header, allow_loopback, allow_host)
+    lock = _lockfile(lockfile)
 
     async def main() -> int:
-        offered = await _upstream(target, namespace, header, allow_loopback, allow_host).definitions()
-        report = check_drift(namespace, offered, Lockfile.load(lockfile))
+        report = check_drift(namespace, await _definitions(server, timeout), lock)
         out.print(report.render(), markup=False, highlight=False)
         return 0 if report.clean else 1
 
@@ -155,22 +248,30 @@ def check_command(
 
 @mcp_app.command("scan")
 def scan_command(
-    target: Annotated[str, typer.Argument(help="URL or command line of the MCP server")],
+    target: Target = None,
     namespace: Annotated[str, typer.Option(help="Namespace of the server")] = "upstream",
-    header: Annotated[list[str] | None, typer.Option(help="'Name: value' for this server")] = None,
+    header: Header = None,
     allow_loopback: AllowLoopback = False,
     allow_host: AllowHost = None,
+    timeout: Timeout = 30.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON")] = False,
 ) -> None:
     """Scan the server's tool definitions (exit 1 on a high-severity finding)."""
     from ..mcp.scanner import scan_servers
 
+    server = _server(target, namespace, header, allow_loopback, allow_host)
+
     async def main() -> int:
-        upstream = _upstream(target, namespace, header, allow_loopback, allow_host)
-        findings = scan_servers({namespace: await upstream.definitions()})
-        for finding in findings:
-            out.print(finding.render(), markup=False, highlight=False)
-        if not findings:
-            out.print("no findings")
+        findings = scan_servers({namespace: await _definitions(server, timeout)})
+        if as_json:
+            import json
+
+            typer.echo(json.dumps([f.__dict__ for f in findings], indent=2, default=str))
+        else:
+            for finding in findings:
+                out.print(finding.render(), markup=False, highlight=False)
+            if not findings:
+                out.print("no findings")
         return 1 if any(f.severity == "high" for f in findings) else 0
 
     _run(main)

@@ -15,14 +15,18 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from ..exceptions import UserError
-from ..memory import MemoryStore
+from .app import App, console, err
+from .errors import CommandError
+
+if TYPE_CHECKING:
+    from ..memory import MemoryStore
 
 __all__ = [
     "DB",
@@ -38,11 +42,7 @@ __all__ = [
     "show_command",
 ]
 
-app = typer.Typer(
-    help="See, correct and delete what long-term memory stores about a user.", no_args_is_help=True
-)
-console = Console()
-err = Console(stderr=True)
+app = App(help="See, correct and delete what long-term memory stores about a user.")
 
 DB = typer.Option(..., "--db", help="SQLite file path, sqlite:///path.db or postgresql://...?schema=NAME")
 USER = typer.Option(..., "--user", help="The user whose memory to act on")
@@ -54,6 +54,8 @@ SECRET_ENV = typer.Option(
 
 def open_memory(db: str, *, secret_env: str | None = None, create: bool = False) -> MemoryStore:
     """Open the memory store named by a `--db` value (a missing SQLite file is an error unless `create`)."""
+    from ..memory import MemoryStore
+
     secret = None
     if secret_env:
         secret = os.environ.get(secret_env)
@@ -68,12 +70,24 @@ def open_memory(db: str, *, secret_env: str | None = None, create: bool = False)
     path = db.removeprefix("sqlite:///") if db.startswith("sqlite:///") else db
     if path != ":memory:" and not create and not Path(path).exists():
         raise UserError(f"No memory database at {path}.")
+    if path != ":memory:" and Path(path).is_dir():
+        raise UserError(f"{path} is a folder: name the memory database file inside it.")
     return MemoryStore.sqlite(path, secret=secret)
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    err.print(f"[red]error:[/red] {exc}")
+    err.print(f"[red]error:[/red] {exc}", soft_wrap=True, highlight=False, markup=False)
     return typer.Exit(code=2)
+
+
+def _writable(output: Path) -> Path:
+    """`output` when a file can be written there; else a usage error naming what is wrong."""
+    if output.is_dir():
+        raise CommandError(f"-o {output} is a folder: name a file inside it", code=2)
+    parent = output.parent if str(output.parent) else Path(".")
+    if not parent.is_dir():
+        raise CommandError(f"cannot write {output}: the folder {parent} does not exist", code=2)
+    return output
 
 
 @app.command("export")
@@ -85,6 +99,8 @@ def export_command(
     secret_env: str | None = SECRET_ENV,
 ) -> None:
     """Print (or write) everything stored about a user as JSON: facts with history, summaries, profile."""
+    if output is not None:
+        _writable(output)
     try:
         with open_memory(db, secret_env=secret_env) as store:
             data = store.export(user, tenant=tenant)
@@ -105,6 +121,7 @@ def show_command(
     tenant: str = TENANT,
     history: bool = typer.Option(False, "--history", help="Include superseded facts"),
     secret_env: str | None = SECRET_ENV,
+    as_json: bool = typer.Option(False, "--json", help="Print the facts as JSON"),
 ) -> None:
     """Show a user's facts as a table."""
     try:
@@ -112,6 +129,21 @@ def show_command(
             facts = store.facts(user, tenant=tenant, include_history=history)
     except UserError as exc:
         raise _fail(exc) from None
+    if as_json:
+        rows = [
+            {
+                "key": f.key,
+                "value": f.value,
+                "valid_from": f.valid_from.isoformat(),
+                "source": f.source,
+                "origin": str(f.origin),
+                "status": str(f.status),
+                "retracted": f.retracted,
+            }
+            for f in facts
+        ]
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
     table = Table(title=f"{len(facts)} facts for {user} ({tenant})")
     for column in ("key", "value", "valid from", "source", "origin", "status"):
         table.add_column(column)

@@ -1,106 +1,161 @@
-"""`maitre runs list|show|resume`: paused and finished agent runs in a store."""
+"""`maitre runs list|show|resume`: paused and finished agent runs in a store.
+
+`--agent` names a function that takes the opened `Stores` and returns the `Agent` to continue the
+run with (the same tools, model and policy as the process that started it), e.g.
+`examples/seed003_refunds/app.py:make_agent`.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from ..stores import open_stores
-from .governance import DB, _when
-from .loader import load_object
+from .app import App, console, wide_console
+from .errors import CommandError
+from .governance import _when
+from .stores import STORES, run_on_stores, store_url
 
-__all__ = ["app", "runs_list", "runs_resume", "runs_show"]
+if TYPE_CHECKING:
+    from ..stores import RunState, RunSummary, Stores
 
-app = typer.Typer(help="List, inspect and resume agent runs.", no_args_is_help=True)
-console = Console()
-err = Console(stderr=True)
+__all__ = ["RUN_STATUSES", "app", "runs_list", "runs_resume", "runs_show"]
+
+app = App(help="List, inspect and resume agent runs.")
+
+RUN_STATUSES = ("running", "paused", "finished", "stopped")
+"""What `runs list --status` accepts."""
+
+
+def _status(value: str | None) -> str | None:
+    if value is not None and value not in RUN_STATUSES:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(RUN_STATUSES)}")
+    return value
 
 
 @app.command("list")
 def runs_list(
-    db: str = DB,
-    status: str | None = typer.Option(None, help="paused | finished | stopped | running"),
+    db: str | None = STORES,
+    status: str | None = typer.Option(None, callback=_status, help="running | paused | finished | stopped"),
     tenant: str | None = typer.Option(None, help="Only this tenant's runs"),
+    limit: int = typer.Option(100, min=1, help="At most this many, newest first"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+    wide: bool = typer.Option(False, "--wide", help="Never wrap: one run per line"),
 ) -> None:
     """Show runs, newest first."""
 
-    async def main() -> list[Any]:
-        async with await open_stores(db) as stores:
-            return await stores.runs.list(status=status, tenant=tenant)
+    async def job(stores: Stores) -> list[RunSummary]:
+        return await stores.runs.list(status=status, tenant=tenant, limit=limit)
 
-    table = Table(title="runs")
-    for column in ("run", "status", "updated"):
+    runs = run_on_stores(store_url(db), job)
+    if as_json:
+        typer.echo(json.dumps([summary._asdict() for summary in runs], indent=2))
+        return
+    table = Table(title=f"{len(runs)} runs")
+    table.add_column("run", no_wrap=True, min_width=max((len(s.run_id) for s in runs), default=3))
+    for column in ("status", "updated"):
         table.add_column(column)
-    for summary in anyio.run(main):
+    for summary in runs:
         table.add_row(summary.run_id, summary.status, _when(summary.updated_at))
-    console.print(table)
+    wide_console(wide).print(table)
 
 
 @app.command("show")
 def runs_show(
-    run_id: str = typer.Argument(...), db: str = DB, as_json: bool = typer.Option(False, "--json")
+    run_id: str = typer.Argument(...),
+    db: str | None = STORES,
+    as_json: bool = typer.Option(False, "--json", help="Print the saved run state as JSON"),
 ) -> None:
     """Print a run: status, stop reason, pending approvals, messages."""
     from ..agent.run import Run
 
-    async def main() -> Any:
-        async with await open_stores(db) as stores:
-            return await stores.runs.load(run_id)
+    async def job(stores: Stores) -> RunState | None:
+        return await stores.runs.load(run_id)
 
-    saved = anyio.run(main)
+    saved = run_on_stores(store_url(db), job)
     if saved is None:
-        err.print(f"[red]no run {run_id}[/red]")
-        raise typer.Exit(1)
+        raise CommandError(f"no run {run_id} in that store: see `maitre runs list`", code=2)
     if as_json:
         typer.echo(saved.state_json)
         return
     run = Run.from_json(saved.state_json)
     console.print(
-        f"[bold]{run.id}[/bold] {run.status} ({run.stop_reason}) steps={run.steps} tokens={run.usage.total_tokens}"
+        f"[bold]{run.id}[/bold] {run.status} ({run.stop_reason}) steps={run.steps} tokens={run.usage.total_tokens}",
+        soft_wrap=True,
     )
     for pending in run.pending:
-        console.print(f"  waiting: {pending.approval_id} {pending.tool} {json.dumps(pending.arguments)}")
+        console.print(
+            f"  waiting: {pending.approval_id} {pending.tool} {json.dumps(pending.arguments)}",
+            soft_wrap=True,
+            highlight=False,
+        )
     for message in run.messages:
         console.print(f"  {message.role}: {json.dumps(message.to_dict(), ensure_ascii=False)[:200]}")
     if run.final_text:
         console.print(f"[green]{run.final_text}[/green]")
 
 
+def _load_factory(agent: str) -> Any:
+    from .loader import load_object
+
+    factory = load_object(agent)
+    if not callable(factory):
+        raise CommandError(
+            f"--agent {agent} is a {type(factory).__name__}; name a function that takes the stores "
+            "and returns an Agent",
+            code=2,
+        )
+    return factory
+
+
 @app.command("resume")
 def runs_resume(
     run_id: str = typer.Argument(...),
-    db: str = DB,
-    agent: str = typer.Option(..., "--agent", help="MODULE_OR_FILE:ATTR of a function(store) -> Agent"),
+    db: str | None = STORES,
+    agent: str = typer.Option(
+        ..., "--agent", help="MODULE_OR_FILE:ATTR of a function(stores) -> Agent that continues the run"
+    ),
     approve: list[str] = typer.Option([], "--approve", help="Approval ids to approve before resuming"),
     deny: list[str] = typer.Option([], "--deny", help="Approval ids to deny before resuming"),
     approver: str | None = typer.Option(
-        None, "--approver", help="Who decides (needed with --approve/--deny)"
+        None, "--approver", help="A name to record beside your OS account (a claim, not a login)"
     ),
     message: str = typer.Option("denied", "--message", help="Denial message for the model"),
 ) -> None:
-    """Continue a paused run (in this process, from the store), optionally deciding its approvals."""
-    from ..agent import ApprovalDecision
+    """Continue a paused run (in this process, from the store), optionally deciding its approvals.
 
-    factory = load_object(agent)
-    decisions: dict[str, ApprovalDecision] = {}
-    if approve or deny:
-        if not approver:
-            err.print("[red]--approve/--deny need --approver[/red]")
-            raise typer.Exit(2)
-        decisions = {a: ApprovalDecision.approved(approver) for a in approve}
-        decisions.update({d: ApprovalDecision.denied(approver, message) for d in deny})
+    Decisions are recorded under your OS account, marked via=cli.
+    """
+    from ..agent import Agent, ApprovalDecision
+    from .identity import CliApprover
 
-    async def main() -> Any:
-        async with await open_stores(db) as stores:
-            return await factory(stores).resume(run_id, decisions=decisions)
+    factory = _load_factory(agent)
+    who = CliApprover(approver) if approve or deny else None
 
-    run = anyio.run(main)
-    console.print(f"{run.id}: {run.status} ({run.stop_reason})")
+    async def job(stores: Stores) -> Any:
+        built = factory(stores)
+        if not isinstance(built, Agent):
+            raise CommandError(f"--agent {agent} returned a {type(built).__name__}, not an Agent", code=2)
+        saved = await stores.runs.load(run_id)
+        if saved is None:
+            raise CommandError(f"no run {run_id} in that store: see `maitre runs list`", code=2)
+        decisions: dict[str, ApprovalDecision] = {}
+        for approval_id, yes in [(a, True) for a in approve] + [(d, False) for d in deny]:
+            assert who is not None
+            request = await built.gate.approvals.get(approval_id)
+            if request is None:
+                raise CommandError(f"no approval request {approval_id} in that store", code=2)
+            who.check(built.gate.policy, request)
+            principal = who.principal(request.tenant)
+            decisions[approval_id] = (
+                ApprovalDecision.approved(principal) if yes else ApprovalDecision.denied(principal, message)
+            )
+        return await built.resume(run_id, decisions=decisions)
+
+    run = run_on_stores(store_url(db), job)
+    console.print(f"{run.id}: {run.status} ({run.stop_reason})", soft_wrap=True)
     if run.final_text:
         console.print(run.final_text)
     raise typer.Exit(0 if str(run.status) in ("finished", "paused") else 1)

@@ -5,21 +5,22 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from ..exceptions import UserError
-from ..tools.lint import lint_toolbox
-from .loader import export_format, load_toolbox
+from .app import App, console, err
+from .loader import FORMATS, export_format, load_toolbox
 from .tools_cost import cost as cost_command
 
 __all__ = ["app", "lint", "show"]
 
-app = typer.Typer(
-    help="Inspect toolboxes: lint definitions, show schemas and token costs.", no_args_is_help=True
-)
-console = Console()
+app = App(help="Inspect toolboxes: lint definitions, show schemas and token costs.")
 app.command("cost")(cost_command)
+
+
+def _format(value: str) -> str:
+    if value not in FORMATS:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(FORMATS)}")
+    return value
 
 
 @app.command("lint")
@@ -28,11 +29,9 @@ def lint(
     as_json: bool = typer.Option(False, "--json", help="Print findings as JSON"),
 ) -> None:
     """Flag the seeds' anti-patterns in tool definitions. Exits 1 when anything is found."""
-    try:
-        box = load_toolbox(target)
-    except UserError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+    from ..tools.lint import lint_toolbox
+
+    box = load_toolbox(target)
     findings = lint_toolbox(box)
     if as_json:
         typer.echo(json.dumps([f.__dict__ for f in findings], indent=2))
@@ -51,12 +50,10 @@ def lint(
 @app.command("show")
 def show(
     target: str = typer.Argument(..., help="MODULE_OR_FILE:ATTR naming a Toolbox"),
-    format: str = typer.Option("mcp", help="anthropic | openai | openai-responses | mcp"),
+    format: str = typer.Option("mcp", callback=_format, help="anthropic | openai | openai-responses | mcp"),
 ) -> None:
-    """Print the tool definitions as a provider sees them, with token costs."""
+    """Print the tool definitions as a provider sees them (JSON on stdout, token costs on stderr)."""
     box = load_toolbox(target)
     definitions = box.definitions(export_format(format))
     typer.echo(json.dumps(list(definitions), indent=2, ensure_ascii=False))
-    console.print(
-        f"[dim]{len(definitions)} definitions, {definitions.total_tokens:,} tokens (cl100k_base)[/dim]"
-    )
+    err.print(f"[dim]{len(definitions)} definitions, {definitions.total_tokens:,} tokens (cl100k_base)[/dim]")

@@ -11,28 +11,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from ..exceptions import UserError
-from ..search.cost import CostReport, CostScenario, estimate_tool_costs
-from ..tools import Toolbox
-from .loader import export_format, load_toolbox
+from .app import App, console
+from .loader import FORMATS, export_format, load_toolbox
+
+if TYPE_CHECKING:
+    from ..search.cost import CostReport, CostScenario
+    from ..tools import Toolbox
 
 __all__ = ["app", "cost", "default_core", "load_target"]
 
-console = Console()
-err = Console(stderr=True)
-
-app = typer.Typer(
+app = App(
     help="What tool definitions cost per call, task and day: all loaded vs core + search.",
-    add_completion=False,
+    no_args_is_help=False,
 )
 
-_FORMATS = ("anthropic", "openai", "openai-responses", "mcp")
+_FORMATS = FORMATS
 
 
 def load_target(spec: str) -> Toolbox:
@@ -93,38 +92,38 @@ def _as_dict(report: CostReport) -> dict[str, Any]:
 @app.command("cost")
 def cost(
     target: str = typer.Argument(..., help="MODULE_OR_FILE:ATTR naming a Toolbox"),
-    calls_per_task: int = typer.Option(12, "--calls-per-task", help="Model calls in one task"),
-    tasks_per_day: int = typer.Option(10_000, "--tasks-per-day", help="Tasks run per day"),
-    price_per_mtok: float = typer.Option(1.0, "--price-per-mtok", help="USD per million input tokens"),
+    calls_per_task: int = typer.Option(12, "--calls-per-task", min=1, help="Model calls in one task"),
+    tasks_per_day: int = typer.Option(10_000, "--tasks-per-day", min=1, help="Tasks run per day"),
+    price_per_mtok: float = typer.Option(
+        1.0, "--price-per-mtok", min=0.0, help="USD per million input tokens"
+    ),
     core: str | None = typer.Option(
         None, "--core", help="Comma-separated always-loaded tools (default: tagged 'core', else first 5)"
     ),
     revealed: int = typer.Option(
-        5, "--revealed", help="Tools a search reveals (they travel with every call)"
+        5, "--revealed", min=0, help="Tools a search reveals (they travel with every call)"
     ),
     formats: str = typer.Option("anthropic,openai,mcp", "--formats", help="Comma-separated provider formats"),
     as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON"),
 ) -> None:
     """Print seed 000's table with measured token counts: all tools loaded vs core + search_tools."""
-    try:
-        box = load_target(target)
-        core_names = [n.strip() for n in core.split(",") if n.strip()] if core else default_core(box)
-        chosen = [f.strip() for f in formats.split(",") if f.strip()]
-        unknown = [f for f in chosen if f not in _FORMATS]
-        if unknown:
-            raise UserError(f"unknown format(s) {unknown}; use {', '.join(_FORMATS)}")
-        reports = estimate_tool_costs(
-            box,
-            core=core_names,
-            revealed=revealed,
-            calls_per_task=calls_per_task,
-            tasks_per_day=tasks_per_day,
-            price_per_mtok=price_per_mtok,
-            formats=[export_format(f) for f in chosen],
-        )
-    except UserError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+    from ..search.cost import estimate_tool_costs
+
+    box = load_target(target)
+    core_names = [n.strip() for n in core.split(",") if n.strip()] if core else default_core(box)
+    chosen = [f.strip() for f in formats.split(",") if f.strip()]
+    unknown = [f for f in chosen if f not in _FORMATS]
+    if unknown:
+        raise UserError(f"unknown format(s) {unknown}; use {', '.join(_FORMATS)}")
+    reports = estimate_tool_costs(
+        box,
+        core=core_names,
+        revealed=revealed,
+        calls_per_task=calls_per_task,
+        tasks_per_day=tasks_per_day,
+        price_per_mtok=price_per_mtok,
+        formats=[export_format(f) for f in chosen],
+    )
     if as_json:
         typer.echo(json.dumps([_as_dict(r) for r in reports], indent=2))
         return
