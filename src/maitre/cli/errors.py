@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar, cast
 
-import click
 import typer
 from rich.console import Console
 
@@ -113,7 +112,7 @@ def _driver_error(exc: BaseException) -> str | None:
         return f"PostgreSQL refused: {text}"
     if module == "redis" and "Connection" in name:
         return f"cannot reach Redis: {text}{hint}"
-    if module in ("httpx", "httpcore") and ("Connect" in name or "Timeout" in name or "Network" in name):
+    if module.startswith(("httpx", "httpcore")) and any(w in name for w in ("Connect", "Timeout", "Network")):
         return f"cannot connect: {text}{hint}"
     return None
 
@@ -179,7 +178,7 @@ def guard(fn: F) -> F:
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException):
+        except (typer.Exit, typer.Abort, typer.TyperException):  # usage errors: typer prints them
             raise
         except KeyboardInterrupt:
             _err.print("interrupted", highlight=False)
@@ -188,9 +187,7 @@ def guard(fn: F) -> F:
             leaf = leaf_exception(exc)
             if isinstance(leaf, BrokenPipeError):
                 quiet_broken_pipe()
-            if isinstance(leaf, SystemExit | typer.Exit | click.exceptions.Exit):
-                raise leaf from None
-            if isinstance(leaf, click.ClickException):
+            if isinstance(leaf, SystemExit | typer.Exit | typer.Abort | typer.TyperException):
                 raise leaf from None
             known = describe(leaf)
             if known is not None:
