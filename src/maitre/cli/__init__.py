@@ -60,6 +60,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     config: Path | None = typer.Option(
         None,
         "--config",
@@ -74,6 +75,7 @@ def _root(
 ) -> None:
     """maitre: the governed runtime between language models and the real world."""
     use_config(config)
+    ctx.call_on_close(lambda: use_config(None))  # the choice is this invocation's, not the process's
 
 
 def main() -> None:
