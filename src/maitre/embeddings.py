@@ -61,6 +61,7 @@ __all__ = [
     "Embedder",
     "EmbeddingModelError",
     "HashingEmbedder",
+    "LexicalOnlyEmbedder",
     "MINILM_MODEL_SHA256",
     "MINILM_TOKENIZER_SHA256",
     "MiniLMEmbedder",
@@ -258,6 +259,39 @@ class MiniLMEmbedder:
 
     def __repr__(self) -> str:
         return f"MiniLMEmbedder(threads={self._threads}, loaded={self._session is not None})"
+
+
+class LexicalOnlyEmbedder:
+    """No meaning at all: every vector is zero, so a store that uses it ranks by words alone.
+
+    What a component that keeps vectors (memory) can use when `maitre[embeddings]` is missing:
+    zero vectors have no direction, so no fact is similar to any query and only word matches
+    qualify. A ranker should skip its dense side for an all-zero query (`not query.any()`) rather
+    than order candidates by a cosine that is 0 for all of them. `dim` defaults to the MiniLM's, so
+    after installing the extra the same table holds real vectors once the store re-embeds; the
+    name differs, so a store that records its embedder's identity asks for that re-embedding.
+    """
+
+    name = "lexical-only"
+
+    def __init__(self, dim: int = _MINILM_DIM) -> None:
+        self._dim = dim
+
+    @property
+    def dim(self) -> int:
+        """The configured dimension (default 384, the MiniLM's)."""
+        return self._dim
+
+    def embed(self, texts: list[str]) -> NDArray[np.float32]:
+        """`(len(texts), dim)` zeros."""
+        return np.zeros((len(texts), self._dim), dtype=np.float32)
+
+    def embed_query(self, text: str) -> NDArray[np.float32]:
+        """`(dim,)` zeros."""
+        return np.zeros(self._dim, dtype=np.float32)
+
+    def __repr__(self) -> str:
+        return f"LexicalOnlyEmbedder(dim={self._dim})"
 
 
 _WORD = re.compile(r"[a-z0-9]+")

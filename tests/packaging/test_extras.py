@@ -194,3 +194,21 @@ def test_no_notice_when_the_extra_is_installed(
         assert embeddings.default_embedder_if_installed() is embeddings.default_embedder()
         assert ToolIndex().mode == "hybrid"
     assert not [r for r in caplog.records if "maitre[" in r.getMessage()]
+
+
+def test_lexical_only_embedder_leaves_ranking_to_words() -> None:
+    """The embedder memory can fall back to: zero vectors, so only a word match qualifies."""
+    from maitre.memory import MemoryStore
+
+    fallback = embeddings.LexicalOnlyEmbedder()
+    assert isinstance(fallback, embeddings.Embedder)
+    assert fallback.dim == embeddings.MiniLMEmbedder().dim
+    assert not fallback.embed(["a", "b"]).any() and fallback.embed(["a", "b"]).shape == (2, 384)
+    store = MemoryStore.sqlite(":memory:", embedder=fallback)
+    try:
+        store.write("asha", "city", "Bengaluru")
+        store.write("asha", "car", "a red Tesla Model 3")
+        assert [h.fact.key for h in store.retrieve("asha", "I moved to Bengaluru")] == ["city"]
+        assert store.retrieve("asha", "what vehicle do I drive?") == []  # meaning alone finds nothing
+    finally:
+        store.close()
