@@ -97,12 +97,13 @@ def approvals_list(
     table = Table(title=f"{len(requests)} approval requests ({status})")
     width = max((len(r.id) for r in requests), default=2)
     table.add_column("id", no_wrap=True, min_width=width, overflow="fold")
-    for column in ("tool", "arguments", "user", "tenant", "reason", "status", "expires"):
+    columns = ["tool", "arguments", "requester", "reason"] + (["status"] if status == "all" else [])
+    for column in [*columns, "expires"]:
         table.add_column(column, overflow="fold")
     for r in requests:
-        table.add_row(
-            r.id, r.tool, json.dumps(r.arguments), r.user, r.tenant, r.reason, r.status, _when(r.expires_at)
-        )
+        row = [r.id, r.tool, json.dumps(r.arguments), f"{r.tenant}/{r.user}", r.reason]
+        row += [r.status] if status == "all" else []
+        table.add_row(*row, _when(r.expires_at))
     wide_console(wide).print(table)
 
 

@@ -90,6 +90,9 @@ def _server(
     allow_loopback: bool,
     allow_host: list[str] | None,
 ) -> _Server:
+    from .._extras import require
+
+    require("mcp", "maitre mcp")
     configured = settings().config.mcp.upstreams.get(namespace)
     headers: dict[str, str] = {}
     if configured is not None:
