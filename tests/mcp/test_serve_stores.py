@@ -4,7 +4,8 @@ server keeps every approval, replay record, audit entry and task.
 
 Everything runs as a user would run it: the server is `python -m maitre.cli serve` on 127.0.0.1
 (a free port, streamable HTTP), the client is the `mcp` SDK's, without elicitation, and the
-decisions are `python -m maitre.cli approvals ...` subprocesses.
+decisions are `python -m maitre.cli approvals ...` subprocesses. The second test takes the stores
+and JWT auth (a JWKS served on 127.0.0.1) from maitre.toml instead of flags.
 """
 
 from __future__ import annotations
@@ -14,17 +15,22 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import anyio
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from maitre.cli.identity import os_user
 from maitre.mcp.server import APPROVAL_META_KEY
-from maitre.mcp.testing import free_port, raw_request
+from maitre.mcp.testing import bearer_client, free_port, raw_request
 from mcp import Client
 
 pytestmark = pytest.mark.slow
@@ -75,13 +81,15 @@ def maitre(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedPr
 
 
 @contextmanager
-def serving(folder: Path, db: Path, env: dict[str, str]) -> Iterator[str]:
+def serving(folder: Path, db: Path | None, env: dict[str, str], *extra: str) -> Iterator[str]:
     """`maitre serve app.py:box --stores DB` until the block ends; yields the endpoint URL once the
-    server says it is serving (it says so only after the bind)."""
+    server says it is serving (it says so only after the bind). With `db` None, the stores come
+    from the configuration file."""
     port = free_port()
     command = [sys.executable, "-m", "maitre.cli", "serve", "app.py:box", "--transport", "http"]
+    stores = ["--stores", str(db)] if db is not None else []
     proc = subprocess.Popen(
-        [*command, "--port", str(port), "--stores", str(db)],
+        [*command, "--port", str(port), *stores, *extra],
         cwd=folder,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -212,3 +220,82 @@ def test_a_cli_decision_runs_the_retry_once_and_a_restart_keeps_everything(tmp_p
         approval_id: f"approved by {os_user()} (via=cli)",
         other_id: f"approved by ops-bob (claimed; os={os_user()} via=cli)",
     }
+
+
+@contextmanager
+def jwks_issuer() -> Iterator[tuple[str, Any]]:
+    """An issuer's JWKS on 127.0.0.1 (one RSA key, kid k1); yields its URL and the private key."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key())), "kid": "k1", "use": "sig"}
+    body = json.dumps({"keys": [jwk]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/jwks.json", key
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_served_with_the_config_file_tokens_from_a_jwks_name_who_waits_for_approval(tmp_path: Path):
+    """Stores and auth from maitre.toml: the caller is the token's subject and tenant (never a flag),
+    a request without a token is refused, and the tenant's pending call is decided from the CLI."""
+    (tmp_path / "app.py").write_text(textwrap.dedent(APP))
+    ledger = tmp_path / "ledger.txt"
+    env = {
+        **os.environ,
+        "LEDGER": str(ledger),
+        "MAITRE_CONFIG": "",
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+    }
+    with jwks_issuer() as (jwks_url, key):
+        (tmp_path / "maitre.toml").write_text(
+            textwrap.dedent(
+                f"""
+                stores = "state/maitre.db"
+
+                [auth]
+                issuer = "https://id.example.test/"
+                audience = "https://tools.example.test/mcp"
+                jwks_url = "{jwks_url}"
+                algorithms = ["RS256"]
+                """
+            )
+        )
+        now = int(time.time())
+        claims = {
+            "iss": "https://id.example.test/", "aud": "https://tools.example.test/mcp", "sub": "carol",
+            "tenant": "acme", "exp": now + 600, "iat": now,
+        }  # fmt: skip
+        token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k1"})
+
+        async def as_carol(url: str, approval_id: str | None = None) -> Any:
+            meta = {APPROVAL_META_KEY: approval_id} if approval_id else None
+            async with bearer_client(url, token, mode="2026-07-28") as client:
+                return await client.call_tool("refund", {"order_id": "A7777", "amount": 9}, meta=meta)
+
+        with serving(tmp_path, None, env) as url:
+            status, _ = anyio.run(lambda: raw_request(url, "tools/list", {}))
+            assert status == 401  # no token, no call
+            waiting = anyio.run(as_carol, url)
+            approval_id = waiting.meta["io.maitre/error"]["details"]["approval_id"]
+            listed = maitre("approvals", "list", "--tenant", "acme", "--json", cwd=tmp_path, env=env)
+            (request,) = json.loads(listed.stdout)
+            assert (request["id"], request["user"], request["tenant"]) == (approval_id, "carol", "acme")
+            decided = maitre("approvals", "approve", approval_id, cwd=tmp_path, env=env)
+            assert decided.returncode == 0, decided.stderr
+            done = anyio.run(as_carol, url, approval_id)
+            assert not done.is_error and done.content[0].text == "refunded 9 on A7777"
+    assert ledger.read_text().splitlines() == ["refund A7777 9"]
+    assert (tmp_path / "state" / "maitre.db").is_file()  # the file's relative path, from its folder
