@@ -1,7 +1,7 @@
 """Tool search on BFCL's pooled catalogue: does the right tool come back, and how fast?
 
-The catalogue: every function definition in BFCL v4's 13 single-turn files (bfcl-eval 2026.3.23,
-installed with --no-deps), deduplicated by name (the first definition of a name is kept): 1,853
+The catalogue: every function definition in BFCL v4's 13 single-turn files (bfcl-eval 2026.3.23's
+data files, kept unmodified with their licence in benchmarks/data/bfcl), deduplicated by name (the first definition of a name is kept): 1,853
 functions, the same pool as ANCHORS.md. A query is the user turns of a question; its gold tools are
 the function names in its possible_answer ground truth. Scored: the 10 categories that have
 answers. The three irrelevance categories have none; for them the table shows how often the search
@@ -30,7 +30,6 @@ most of it).
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 import math
 import os
@@ -39,6 +38,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from maitre.search import SearchHit, ToolIndex
@@ -126,7 +126,7 @@ class Score:
 
 
 def _lines(name: str, answers: bool = False) -> list[dict[str, Any]]:
-    root = importlib.resources.files("bfcl_eval") / "data"
+    root = Path(__file__).resolve().parent / "data" / "bfcl"
     path = (root / "possible_answer" / name) if answers else (root / name)
     if not path.is_file():
         return []

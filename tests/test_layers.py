@@ -36,8 +36,10 @@ SRC = Path(maitre.__file__).resolve().parent
 
 CORE = frozenset(
     {
+        "_extras",
         "_loader",
         "audit",
+        "config",
         "context",
         "embeddings",
         "exceptions",
@@ -50,6 +52,7 @@ CORE = frozenset(
         "stores",
         "tokens",
         "tools",
+        "tracing",
         "types",
     }
 )

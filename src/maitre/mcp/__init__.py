@@ -26,6 +26,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .._extras import MissingExtraError, missing_modules
+
 if TYPE_CHECKING:
     from .app import MCPApp
     from .auth import JWTVerifier, StaticTokens
@@ -79,7 +81,14 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'maitre.mcp' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    try:
+        loaded = importlib.import_module(f"{__name__}.{module}")
+    except ImportError:
+        missing = missing_modules("mcp")
+        if missing:  # the SDK is not installed: say which pip install brings it
+            raise MissingExtraError("mcp", f"maitre.mcp.{name}", missing) from None
+        raise
+    value = getattr(loaded, name)
     globals()[name] = value
     return value
 

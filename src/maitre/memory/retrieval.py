@@ -123,7 +123,9 @@ def rank(
     (tenant, user); both matter only without native vectors.
     """
     lexical = backend.lexical(db, tenant, user, terms, CANDIDATES)
-    if backend.native_vectors:
+    if not query_vector.any():  # a words-only embedder (LexicalOnlyEmbedder): no meaning to rank by
+        dense = []
+    elif backend.native_vectors:
         dense = backend.dense(db, tenant, user, query_vector, CANDIDATES)
     else:
         dense = _dense_cached(db, backend, cache, tenant, user, query_vector, scope, version, dim)

@@ -39,7 +39,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..embeddings import Embedder, default_embedder
+from ..embeddings import Embedder, LexicalOnlyEmbedder, default_embedder_if_installed
 from ..exceptions import UserError
 from .backend import Backend
 from .export import export_document
@@ -148,7 +148,8 @@ class MemoryStore:
     def embedder(self) -> Embedder:
         """The embedder (the default MiniLM is created on first access, loaded on first use)."""
         if self._embedder is None:
-            self._embedder = default_embedder()
+            # Without maitre[embeddings]: words only, said once on stderr (see maitre.embeddings).
+            self._embedder = default_embedder_if_installed() or LexicalOnlyEmbedder()
         return self._embedder
 
     @property

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from maitre._extras import MissingExtraError, missing_modules
 from maitre.exceptions import StoreError
 from maitre.storage.engine.base import Dialect, Schema, Tx
 from maitre.storage.engine.migrations import Introspection, apply_schema
@@ -44,10 +45,10 @@ from maitre.storage.engine.migrations import Introspection, apply_schema
 try:
     import psycopg
     from psycopg_pool import AsyncConnectionPool
-except ImportError as _import_error:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        'The Postgres stores need psycopg 3 and psycopg-pool: install "maitre[postgres]".'
-    ) from _import_error
+except ImportError:  # pragma: no cover - exercised only without the extra (tests/packaging)
+    if missing_modules("postgres"):
+        raise MissingExtraError("postgres", "The Postgres stores", missing_modules("postgres")) from None
+    raise
 
 __all__ = ["POSTGRES_SEARCH", "PostgresEngine", "PostgresSearch", "postgres_dialect", "vector_literal"]
 

@@ -15,14 +15,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from maitre._extras import MissingExtraError, missing_modules
 from maitre.storage.base import check_bucket_args, now_or
 
 try:
     from redis.asyncio import Redis
-except ImportError as _import_error:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        'The Redis rate limiter needs redis-py: install "maitre[redis]" (redis>=5).'
-    ) from _import_error
+except ImportError:  # pragma: no cover - exercised only without the extra (tests/packaging)
+    if missing_modules("redis"):
+        raise MissingExtraError("redis", "The Redis rate limiter", missing_modules("redis")) from None
+    raise
 
 __all__ = ["RedisRateLimiter"]
 
