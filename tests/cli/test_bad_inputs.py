@@ -40,6 +40,16 @@ def refund(order_id: str, amount: int) -> str:
 '''
 
 
+OWN_STORES = """
+from maitre import Gate, Toolbox
+from maitre.mcp.app import MCPApp
+from maitre.stores import SQLiteStores
+
+box = Toolbox()
+app = MCPApp(box, gate=Gate(box, stores=SQLiteStores("own.db")))
+"""
+
+
 def seed(db: Path) -> str:
     """A real maitre database with one pending approval requested by alice; returns its id."""
     box = Toolbox()
@@ -82,6 +92,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
     (tmp_path / "folder").mkdir()
     (tmp_path / "box.py").write_text(BOX)
     (tmp_path / "raises.py").write_text("raise RuntimeError('boom while importing')\n")
+    (tmp_path / "own.py").write_text(OWN_STORES)
     (tmp_path / "broken.json").write_text('{"version": 1, "servers": ')
     (tmp_path / "key.pem").write_text("-----BEGIN PUBLIC KEY-----\nnot really\n-----END PUBLIC KEY-----\n")
     with socket.socket() as busy:  # a port another process listens on
@@ -175,6 +186,7 @@ CASES = {
     ),
     "serve-port-in-use": case("serve", "box.py:box", "--transport", "http", "--port", "{busy}", code=1, says="cannot listen"),
     "serve-no-target": case("serve", code=2, says="give TARGET"),
+    "serve-own-stores": case("serve", "own.py:app", "--stores", "x.db", code=2, says="already has its own stores"),
     "serve-missing-target": case("serve", "nothing.py:box", code=2, says="no such file: nothing.py"),
     # mcp: unreachable, not MCP, silent, broken lockfile, refused address, nothing to talk to
     "mcp-scan-unreachable": case("mcp", "scan", "http://127.0.0.1:1/mcp", "--allow-loopback", code=1, says="cannot connect"),
@@ -308,3 +320,33 @@ def test_unexpected_errors_show_the_traceback_with_maitre_debug(world: dict[str,
         env={**os.environ, "MAITRE_DEBUG": "1"},
     )
     assert "Traceback" in loud.stderr and "boom while importing" in loud.stderr
+
+
+PG_DSN = os.environ.get("MAITRE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.mark.postgres
+def test_a_postgres_schema_without_maitre_is_refused_and_not_created(world: dict[str, str]):
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        psycopg.connect(PG_DSN, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"PostgreSQL at {PG_DSN} is not reachable: {exc}")
+    schema = f"maitre_typo_{os.getpid()}"
+    result = CliRunner().invoke(app, ["audit", "verify", "--db", f"{PG_DSN}?schema={schema}"])
+    assert result.exit_code == 2 and "no maitre stores in schema" in result.stderr, result.output
+    with psycopg.connect(PG_DSN) as con:
+        found = con.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    assert found is None  # looking did not create it
+
+    async def create() -> None:
+        async with await open_stores(f"{PG_DSN}?schema={schema}"):
+            pass
+
+    anyio.run(create)
+    try:
+        listed = CliRunner().invoke(app, ["approvals", "list", "--db", f"{PG_DSN}?schema={schema}", "--json"])
+        assert listed.exit_code == 0 and listed.stdout.strip() == "[]", listed.output
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as con:
+            con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -203,3 +203,20 @@ def test_the_policy_and_budgets_sections_build_what_the_gate_runs_with():
     )
     budgets = config.budgets.build()
     assert budgets.max_calls_per_run == 5 and budgets.rate_limit is not None and budgets.rate_limit.burst == 3
+
+
+def test_an_upstream_of_the_file_is_what_mcp_scan_and_pin_talk_to(tmp_path: Path):
+    from maitre.mcp.testing import serve_process
+
+    shop = Path(__file__).resolve().parents[1] / "mcp" / "mcp_testkit.py"
+    with serve_process(f"{shop}:shop_box") as url:
+        (tmp_path / "maitre.toml").write_text(
+            f'[mcp]\nlockfile = "locks/mcp.lock.json"\n[mcp.upstreams.shop]\nurl = "{url}"\nallow_loopback = true\n'
+        )
+        scanned = runner.invoke(app, ["mcp", "scan", "--namespace", "shop", "--json"])
+        assert scanned.exit_code in (0, 1) and "Traceback" not in scanned.output, scanned.output
+        assert isinstance(json.loads(scanned.stdout), list)
+        pinned = runner.invoke(app, ["mcp", "pin", "--namespace", "shop", "--force"])
+        assert pinned.exit_code == 0, pinned.output
+    lock = json.loads((tmp_path / "locks" / "mcp.lock.json").read_text())
+    assert sorted(lock["servers"]["shop"]["tools"]) == ["add_note", "delete_order", "get_order"]
