@@ -48,6 +48,7 @@ CORE = frozenset(
         "jsonutil",
         "messages",
         "policy",
+        "progress",
         "storage",
         "stores",
         "tokens",

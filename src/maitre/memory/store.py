@@ -39,8 +39,11 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..embeddings import Embedder, LexicalOnlyEmbedder, default_embedder_if_installed
 from ..exceptions import UserError
+from ..progress import Progress, report
 from .backend import Backend
 from .export import export_document
 from .extract import ConversationTurn, Extractor, RuleExtractor
@@ -84,6 +87,10 @@ log = logging.getLogger(__name__)
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+_REINDEX_BATCH = 256
+"""Facts embedded per batch by `reindex` (a progress display moves between batches)."""
 
 
 class MemoryStore:
@@ -550,13 +557,24 @@ class MemoryStore:
         with self.backend.read() as db:
             return user_ids(db, tenant)
 
-    def reindex(self) -> int:
-        """Re-embed every current fact with this store's embedder (after changing embedders)."""
+    def reindex(self, *, progress: Progress | None = None) -> int:
+        """Re-embed every current fact with this store's embedder (after changing embedders).
+
+        `progress(done, total)` is called as facts are embedded (`maitre.progress.progress_bar`).
+        Returns how many facts were re-embedded."""
         with self.backend.read() as db:
             rows = db.execute(
                 "SELECT seq, tenant, user_id, key, value FROM memory_facts WHERE status = 'current' AND retracted = 0"
             )
-        vectors = self.embedder.embed([fact_text(r[3], r[4]) for r in rows]) if rows else None
+        vectors = None
+        if rows:
+            texts = [fact_text(r[3], r[4]) for r in rows]
+            report(progress, 0, len(texts))
+            batches = []
+            for start in range(0, len(texts), _REINDEX_BATCH):
+                batches.append(self.embedder.embed(texts[start : start + _REINDEX_BATCH]))
+                report(progress, min(start + _REINDEX_BATCH, len(texts)), len(texts))
+            vectors = np.concatenate(batches)
         identity = embedder_identity(self.embedder)
         with self.backend.write(["maitre-memory-meta"]) as db:
             items = [(r[0], r[1], r[2], fact_text(r[3], r[4])) for r in rows]

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..exceptions import UserError
+from ..progress import Progress, report
 from .lexical import FIELD_WEIGHTS, LexicalIndex
 from .text import embedding_text, parameter_fields, query_terms, split_identifier
 
@@ -161,6 +162,11 @@ def _resolve_embedder(embedder: Embedder | Literal["default"] | None) -> Embedde
     return embedder
 
 
+_EMBED_BATCH = 64
+"""Tools embedded per batch in `add_many`: large enough for the model's batching, small enough for
+a progress display to move."""
+
+
 class ToolIndex:
     """Hybrid (BM25 + embeddings) search over tools, kept current as tools come and go.
 
@@ -230,18 +236,31 @@ class ToolIndex:
         """Index one tool; a tool with the same name is replaced."""
         self.add_many([tool])
 
-    def add_many(self, tools: Iterable[Tool | ToolEntry | Mapping[str, Any]]) -> None:
-        """Index several tools, embedding them in one batch (much faster than one by one)."""
+    def add_many(
+        self, tools: Iterable[Tool | ToolEntry | Mapping[str, Any]], *, progress: Progress | None = None
+    ) -> None:
+        """Index several tools, embedding them in batches (much faster than one by one).
+
+        Args:
+            tools: tools, entries or their mappings; a tool with a name already indexed replaces it.
+            progress: called with (tools embedded, total) after each batch - building a
+                2,000-tool index takes minutes on a laptop (`maitre.progress.progress_bar` draws it).
+        """
         entries = [self._entry(t) for t in tools]
         if not entries:
             return
-        vectors = None
-        if self.embedder is not None:
-            texts = [embedding_text(e.name, e.description, e.input_schema) for e in entries]
-            vectors = self.embedder.embed(texts)
-        with self._lock:
-            for i, entry in enumerate(entries):
-                self._put(entry, None if vectors is None else vectors[i])
+        total = len(entries)
+        report(progress, 0, total)
+        for start in range(0, total, _EMBED_BATCH):
+            chunk = entries[start : start + _EMBED_BATCH]
+            vectors = None
+            if self.embedder is not None:
+                texts = [embedding_text(e.name, e.description, e.input_schema) for e in chunk]
+                vectors = self.embedder.embed(texts)
+            with self._lock:
+                for i, entry in enumerate(chunk):
+                    self._put(entry, None if vectors is None else vectors[i])
+            report(progress, start + len(chunk), total)
 
     def remove(self, name: str) -> bool:
         """Drop a tool from the index; False when it was not indexed."""
