@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from maitre.progress import progress_bar
 from maitre.search import SearchHit, ToolIndex
 
 __all__ = ["main"]
@@ -224,7 +225,8 @@ def main(quick: bool = False) -> None:
     lexical_build = time.perf_counter() - started
     started = time.perf_counter()
     fused = ToolIndex()
-    fused.add_many(catalogue)
+    with progress_bar(f"Embedding {len(catalogue):,} BFCL tools") as progress:
+        fused.add_many(catalogue, progress=progress)
     fused_build = time.perf_counter() - started
     print(
         f"index build: lexical {lexical_build:.2f} s, fused {fused_build:.1f} s (embeds every tool)", file=out
