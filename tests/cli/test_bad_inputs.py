@@ -259,6 +259,8 @@ def test_a_bad_input_is_one_line_and_the_right_exit_code(name: str, world: dict[
     assert "Traceback" not in both, both
     assert code == spec.code, (code, both)
     assert spec.says in " ".join(both.split()), both
+    if name.startswith("serve"):
+        assert "serving " not in both  # nothing is announced before everything checked out
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) <= 1 and all(len(e) > 10 for e in errors), err
     if name.startswith(("audit", "approvals", "runs", "approve", "deny")):

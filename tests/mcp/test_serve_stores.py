@@ -299,3 +299,43 @@ def test_served_with_the_config_file_tokens_from_a_jwks_name_who_waits_for_appro
             assert not done.is_error and done.content[0].text == "refunded 9 on A7777"
     assert ledger.read_text().splitlines() == ["refund A7777 9"]
     assert (tmp_path / "state" / "maitre.db").is_file()  # the file's relative path, from its folder
+
+
+def test_otlp_sends_the_served_calls_spans_to_the_collector(tmp_path: Path):
+    """`maitre serve --otlp URL`: the gate's spans reach an OTLP/HTTP endpoint (flushed at shutdown)."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    (tmp_path / "app.py").write_text(textwrap.dedent(APP))
+    received: list[tuple[str, bytes]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            received.append((self.path, body))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    collector = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    env = {
+        **os.environ,
+        "LEDGER": str(tmp_path / "ledger.txt"),
+        "MAITRE_CONFIG": "",
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+    }
+    try:
+        otlp = f"http://127.0.0.1:{collector.server_address[1]}"
+        with serving(tmp_path, tmp_path / "m.db", env, "--otlp", otlp) as url:
+            waiting = anyio.run(call, url, {"order_id": "A1042", "amount": 30})
+            assert waiting.is_error
+        deadline = time.monotonic() + 10
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        collector.shutdown()
+        collector.server_close()
+    assert received and all(path == "/v1/traces" for path, _ in received)
+    assert any(b"execute_tool" in body and b"refund" in body for _, body in received)

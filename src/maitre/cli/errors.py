@@ -188,6 +188,8 @@ def guard(fn: F) -> F:
             leaf = leaf_exception(exc)
             if isinstance(leaf, BrokenPipeError):
                 quiet_broken_pipe()
+            if isinstance(leaf, KeyboardInterrupt):
+                raise typer.Exit(130) from None
             if isinstance(leaf, SystemExit | typer.Exit | typer.Abort | typer.TyperException):
                 raise leaf from None
             known = describe(leaf)

@@ -23,11 +23,15 @@ The command lives here, in the MCP door, and both `maitre serve` (the root comma
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -576,7 +580,8 @@ def serve_command(
         loaded = _target(plan.target)
         if plan.transport == "http":
             _check_bind(plan.host, plan.port)
-        anyio.run(_serve, plan, loaded, verifier)
+        with _stop_on_sigterm():
+            anyio.run(_serve, plan, loaded, verifier)
     except MissingExtraError as exc:
         _fail(str(exc), 1)
     except UserError as exc:
@@ -585,6 +590,32 @@ def serve_command(
         _fail(str(exc), 1)
     except KeyboardInterrupt:
         raise typer.Exit(0) from None
+    except BaseExceptionGroup as group:  # the stop signal, raised inside the server's task groups
+        _, other = group.split(KeyboardInterrupt)
+        if other is not None:
+            raise
+        raise typer.Exit(0) from None
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM stops the server as Ctrl-C does, so the stores are closed and the traces flushed.
+
+    uvicorn shuts down gracefully on SIGTERM and then raises the signal again with the handler it
+    found; the default one would kill the process before any `finally` or exit hook ran.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _fail(message: str, code: int) -> None:
