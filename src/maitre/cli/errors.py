@@ -143,7 +143,9 @@ def describe(exc: BaseException) -> tuple[int, str] | None:
         return 1, driver
     if isinstance(exc, OSError):
         return 1, _one_line(_os_message(exc))
-    if type(exc).__name__ == "ModelError":
+    from ..models.base import ModelError
+
+    if isinstance(exc, ModelError):
         return 1, _one_line(str(exc))
     return None
 

@@ -103,9 +103,7 @@ class ServePlan:
     principal: Principal
     """Who calls over stdio and unauthenticated HTTP."""
     stores: str | None = None
-    """The store URL; None keeps the state in this process."""
-    stores_given: bool = False
-    """True when the stores were asked for (flag or file), not defaulted."""
+    """The store URL (from the flag or the file); None keeps the state in this process."""
     rate_limits: str | None = None
     tasks: str | None = None
     """Where MCP tasks live: `--task-db`, else `[stores] tasks`, else the stores' URL."""
@@ -227,7 +225,6 @@ def plan_serve(settings: Settings, **flags: Any) -> ServePlan:
             roles=frozenset(flags.get("role") or serve.roles),
         ),
         stores=stores,
-        stores_given=stores is not None,
         rate_limits=pick("rate_limits", file.stores.rate_limits),
         tasks=tasks,
         issuer=issuer,
@@ -394,7 +391,7 @@ def _governed(loaded: Any, stores: Stores | None, plan: ServePlan) -> GovernedSe
     from .tasks import open_task_store
 
     if isinstance(loaded, GovernedServer):
-        if plan.stores_given:
+        if plan.stores is not None:
             raise UserError(
                 f"{plan.target} is a GovernedServer with its own gate: serve its MCPApp or Toolbox "
                 "to use --stores (or [stores] url), or drop them"
@@ -417,7 +414,7 @@ def _governed(loaded: Any, stores: Stores | None, plan: ServePlan) -> GovernedSe
     return GovernedServer(app, options)
 
 
-def _warn_about_state(server: GovernedServer, plan: ServePlan) -> None:
+def _warn_about_state(server: GovernedServer) -> None:
     from ..stores import MemoryStores
 
     if isinstance(server.gate.stores, MemoryStores):
@@ -448,7 +445,7 @@ async def _serve(plan: ServePlan, loaded: Any, verifier: Any) -> None:
     server: GovernedServer | None = None
     try:
         server = _governed(loaded, stores, plan)
-        _warn_about_state(server, plan)
+        _warn_about_state(server)
         if plan.transport == "stdio":
             await serve_stdio(server)
             return
