@@ -37,6 +37,7 @@ SRC = Path(maitre.__file__).resolve().parent
 CORE = frozenset(
     {
         "_extras",
+        "_sync",
         "_loader",
         "audit",
         "config",

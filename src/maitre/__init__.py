@@ -14,8 +14,10 @@ Layers (arrows point inward; `tests/test_layers.py` fails on one that points out
 
 - The core: `maitre.types`, `maitre.messages` (the provider-neutral conversation), `maitre.fence`,
   `maitre.exceptions`, `maitre.context`, `maitre.policy`, `maitre.jsonutil`, `maitre.tokens`,
-  `maitre.embeddings`, `maitre.tools`, `maitre.gate`, `maitre.stores` / `maitre.storage` and
-  `maitre.audit`. The core never imports a door; inside it `maitre.audit` sits below the stores,
+  `maitre.embeddings`, `maitre.tools`, `maitre.gate`, `maitre.stores` / `maitre.storage`,
+  `maitre.audit`, `maitre.config` (the `maitre.toml` file), `maitre.tracing` (OpenTelemetry GenAI
+  spans), `maitre.progress`, and the private helpers `maitre._extras` (which `pip install` a
+  missing extra needs) and `maitre._sync` (`Gate.call_sync`, `Agent.run_sync`). The core never imports a door; inside it `maitre.audit` sits below the stores,
   which import it to seal entries.
 - The doors: `maitre.agent`, `maitre.models`, `maitre.mcp`, `maitre.memory`, `maitre.search`,
   `maitre.testing`, `maitre.demo` and `maitre.cli`. A door imports the core, and another door only

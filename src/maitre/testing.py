@@ -156,6 +156,9 @@ class TestModel:
 
     name = "test"
 
+    otel_provider = "maitre.test"
+    """`gen_ai.provider.name` on this model's chat spans."""
+
     def __init__(
         self,
         *,

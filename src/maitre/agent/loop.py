@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 from opentelemetry.trace import Span
 
+from .._sync import run_sync
 from ..context import new_run_id
 from ..exceptions import UserError
 from ..gate import CallOptions, Gate
@@ -286,6 +287,22 @@ class Agent:
             run = await self._loop(run)
             self._end_span(span, run, usage)
         return run
+
+    def run_sync(
+        self, goal_or_messages: str | Sequence[Message], principal: Principal, *, run_id: str | None = None
+    ) -> Run:
+        """`run`, from synchronous code (a script, a notebook; see `maitre._sync`)."""
+        return run_sync(self.run, goal_or_messages, principal, run_id=run_id)
+
+    def resume_sync(
+        self,
+        run_id: str,
+        decisions: Mapping[str, ApprovalDecision] | None = None,
+        *,
+        principal: Principal | None = None,
+    ) -> Run:
+        """`resume`, from synchronous code."""
+        return run_sync(self.resume, run_id, decisions, principal=principal)
 
     async def resume(
         self,

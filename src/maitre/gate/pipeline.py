@@ -34,6 +34,7 @@ from typing import Any, Literal
 import anyio
 from opentelemetry import trace
 
+from .._sync import run_sync
 from ..context import RunContext
 from ..policy import DefaultPolicy, Policy, PolicyDecision, as_policy
 from ..stores import MemoryStores, Stores
@@ -349,6 +350,21 @@ class Gate:
         except BaseException as exc:  # the last line of defence: a bug in a stage, a store or a tool
             logger.error("gate failure on call %r", getattr(call, "id", None), exc_info=exc)
             return await self._internal(call, ctx, exc)
+
+    def call_sync(
+        self,
+        call: ToolCall,
+        principal: Principal,
+        run: RunContext | None = None,
+        options: CallOptions | None = None,
+        *,
+        approval_id: str | None = None,
+    ) -> ToolResult:
+        """`call`, from synchronous code (a script, a notebook). Never raises either.
+
+        Runs on a new event loop, or on one in a worker thread where a loop is already running
+        (see `maitre._sync`); with stores bound to one loop (Postgres), use `await gate.call`."""
+        return run_sync(self.call, call, principal, run, options, approval_id=approval_id)
 
     async def _internal(self, call: ToolCall, ctx: CallContext | None, exc: BaseException) -> ToolResult:
         error = ToolError(ErrorCode.INTERNAL, _INTERNAL_MESSAGE, details={"exception": type(exc).__name__})

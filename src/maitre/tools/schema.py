@@ -2,8 +2,9 @@
 
 What the model sees is the schema, so it is made strict and short: `additionalProperties: false`
 on every object, no pydantic titles, descriptions from `Annotated[..., Field(...)]` or the
-docstring's `Args:` section, enums from `Literal`, and `Decimal` advertised as an exact decimal
-string with a pattern derived from `max_digits` / `decimal_places` (money is never a float).
+docstring's parameter section (Google, NumPy or Sphinx style), enums from `Literal`, and
+`Decimal` advertised as an exact decimal string with a pattern derived from `max_digits` /
+`decimal_places` (money is never a float).
 
 Parameters annotated with a context type (`Principal`, `RunContext`, ...) are not arguments: the
 gate injects them, and they never appear in the schema.
