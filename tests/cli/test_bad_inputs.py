@@ -216,6 +216,12 @@ CASES = {
     ),
     "memory-show-missing": case("memory", "show", "--user", "u", "--db", "missing.db", code=2, says="No memory database"),
     "memory-show-folder": case("memory", "show", "--user", "u", "--db", "folder", code=2, says="folder"),
+    "memory-show-gate-db": case("memory", "show", "--user", "u", "--db", "ok.db", code=2, says="without long-term memory"),
+    "memory-export-other": case("memory", "export", "--user", "u", "--db", "other.db", code=2, says="not a maitre database"),
+    "memory-correct-corrupt": case(
+        "memory", "correct", "--user", "u", "--db", "corrupt.db", "--key", "city", "--value", "Pune", code=1,
+        says="not a usable SQLite",
+    ),
     "runs-resume-missing-agent": case(
         "runs", "resume", "run_x", "--db", "ok.db", "--agent", "missing.py:make", code=2, says="no such file: missing.py"
     ),
@@ -228,6 +234,11 @@ CASES = {
     "config-missing": case("--config", "missing.toml", "config", "show", code=2, says="missing.toml"),
     "unknown-command": case("frobnicate", code=2, says="frobnicate"),
 }  # fmt: skip
+
+
+def _tables(db: Path) -> list[str]:
+    with sqlite3.connect(db) as con:
+        return sorted(row[0] for row in con.execute("SELECT name FROM sqlite_master"))
 
 
 def _fill(arg: str, world: dict[str, str]) -> str:
@@ -254,6 +265,7 @@ def test_a_bad_input_is_one_line_and_the_right_exit_code(name: str, world: dict[
     args = [_fill(arg, world) for arg in spec.args]
     before = sorted(p.name for p in tmp_path.iterdir())
     other = (tmp_path / "other.db").read_bytes()
+    ours = _tables(tmp_path / "ok.db")
     code, out, err = _run(args, spec.process)
     both = out + err
     assert "Traceback" not in both, both
@@ -263,10 +275,11 @@ def test_a_bad_input_is_one_line_and_the_right_exit_code(name: str, world: dict[
         assert "serving " not in both  # nothing is announced before everything checked out
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) <= 1 and all(len(e) > 10 for e in errors), err
-    if name.startswith(("audit", "approvals", "runs", "approve", "deny")):
+    if name.startswith(("audit", "approvals", "runs", "approve", "deny", "memory")):
         # a command that reads a store created nothing and changed no foreign database
         assert sorted(p.name for p in tmp_path.iterdir()) == before
         assert (tmp_path / "other.db").read_bytes() == other
+        assert _tables(tmp_path / "ok.db") == ours  # no memory tables added to the gate's file
 
 
 def test_a_closed_pipe_ends_the_demo_quietly(world: dict[str, str]):

@@ -72,6 +72,10 @@ def open_memory(db: str, *, secret_env: str | None = None, create: bool = False)
         raise UserError(f"No memory database at {path}.")
     if path != ":memory:" and Path(path).is_dir():
         raise UserError(f"{path} is a folder: name the memory database file inside it.")
+    if path != ":memory:" and not create:
+        from .stores import check_existing
+
+        check_existing(path, component="memory")  # never add memory tables to another database
     return MemoryStore.sqlite(path, secret=secret)
 
 

@@ -70,17 +70,30 @@ def sqlite_path(url: str) -> str | None:
     return url
 
 
-def check_existing(url: str) -> None:
-    """Refuse, without creating or changing anything, a store that is not there or not maitre's."""
+_LEGACY_TABLES = {"gate": {"approvals", "audit"}, "memory": {"memory_facts"}}
+"""Tables that mark a database written before `maitre_schema`, per component."""
+_WHAT = {"gate": "the gate's stores", "memory": "long-term memory"}
+_WRITER = {
+    "gate": "`maitre serve` (or your app's Gate)",
+    "memory": "your app's MemoryStore (or `maitre memory serve`)",
+}
+
+
+def check_existing(url: str, *, component: str = "gate") -> None:
+    """Refuse, without creating or changing anything, a store that is not there or not maitre's.
+
+    `component` is what the database must hold: `gate` (approvals, audit, runs, ...) or `memory`.
+    """
     if url in ("memory://", "memory:", ":memory:"):
         raise CommandError(
             "memory:// keeps nothing between processes; name the store the server or app uses", code=2
         )
     path = sqlite_path(url)
     if path is None:
-        _check_postgres(url)
+        if component == "gate":
+            _check_postgres(url)
     else:
-        _check_sqlite(path)
+        _check_sqlite(path, component)
 
 
 def _connect_without_creating(path: Path) -> sqlite3.Connection:
@@ -93,12 +106,12 @@ def _connect_without_creating(path: Path) -> sqlite3.Connection:
         return sqlite3.connect(f"{uri}?mode=ro", uri=True)
 
 
-def _check_sqlite(path_text: str) -> None:
+def _check_sqlite(path_text: str, component: str = "gate") -> None:
     path = Path(path_text)
     if not path.exists():
         raise CommandError(
-            f"no maitre database at {path_text}: check the path, or point --stores at the file "
-            "`maitre serve` (or your app) writes",
+            f"no maitre database at {path_text}: check the path, or point at the file "
+            f"{_WRITER[component]} writes",
             code=2,
         )
     if path.is_dir():
@@ -120,13 +133,13 @@ def _check_sqlite(path_text: str) -> None:
             "restore it from a backup or check the path",
             code=1,
         ) from None
-    if "gate" in components or {"approvals", "audit"} <= tables:
+    if component in components or _LEGACY_TABLES[component] <= tables:
         return
     if components:
         held = ", ".join(sorted(components))
         raise CommandError(
-            f"{path_text} is a maitre database without the gate's stores (it holds: {held}); "
-            "point --stores at the file `maitre serve` (or your app's Gate) uses",
+            f"{path_text} is a maitre database without {_WHAT[component]} (it holds: {held}); "
+            f"point at the file {_WRITER[component]} uses",
             code=2,
         )
     raise CommandError(
