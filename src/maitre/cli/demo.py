@@ -171,6 +171,8 @@ class _Renderer:
             c.print("[yellow]run resumed[/yellow]")
         elif kind == "run_finished":
             c.print(f"[bold]{event['stop_reason']}[/bold]: {escape(event['text'])}")
+            if event.get("rule"):  # the scripted model's rule that wrote the answer, apart and dimmed
+                c.print(f"[dim](scripted rule: {escape(event['rule'])})[/dim]")
         elif kind == "audit_verified":
             ok = "[green]intact[/green]" if event["ok"] else f"[red]broken at {event['first_bad_seq']}[/red]"
             c.rule("[bold]The audit log")
