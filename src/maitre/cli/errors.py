@@ -36,10 +36,9 @@ __all__ = [
 DEBUG_ENV = "MAITRE_DEBUG"
 """Set to 1 to let an unexpected exception through with its traceback."""
 
-_NOT_IN_EXTRAS_TABLE = {"mcp_types": "mcp", "httpx2": "mcp", "numpy": "embeddings"}
-"""Modules `maitre._extras.EXTRAS` does not list yet although an extra brings them (the MCP SDK's
-`mcp_types` and `httpx2`, which `maitre.mcp.egress` imports; numpy, which the embeddings extra
-declares)."""
+_NOT_IN_EXTRAS_TABLE = {"mcp_types": "mcp", "httpx2": "mcp"}
+"""Modules `maitre._extras.EXTRAS` does not list although the mcp extra brings them: the MCP SDK's
+`mcp_types` and `httpx2`, which `maitre.mcp` imports directly."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 _err = Console(stderr=True)
