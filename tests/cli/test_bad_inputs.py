@@ -179,6 +179,10 @@ CASES = {
     ),
     "serve-stores-folder": case("serve", "box.py:box", "--transport", "http", "--stores", "folder", code=2, says="is a folder"),
     "serve-stores-corrupt": case("serve", "box.py:box", "--transport", "http", "--stores", "corrupt.db", code=1, says="not a SQLite database"),
+    "serve-rate-limits": case("serve", "box.py:box", "--rate-limits", "x.db", code=2, says="redis://"),
+    "serve-audience-alone": case(
+        "serve", "box.py:box", "--transport", "http", "--jwt-audience", "me", code=2, says="--jwt-issuer"
+    ),
     "serve-stores-redis": case("serve", "box.py:box", "--stores", "redis://127.0.0.1", code=2, says="rate limits"),
     "serve-stores-postgres-down": case(
         "serve", "box.py:box", "--transport", "http", "--stores", "postgresql://127.0.0.1:1/test", code=1,

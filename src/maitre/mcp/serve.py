@@ -179,7 +179,9 @@ def plan_serve(settings: Settings, **flags: Any) -> ServePlan:
             )
         issuer = None
     if jwt_flags and not issuer:
-        raise UserError(f"{', '.join(jwt_flags)} need --jwt-issuer (the issuer the tokens must come from)")
+        raise UserError(
+            f"{', '.join(jwt_flags)}: only used with --jwt-issuer (who must have issued the tokens)"
+        )
     if issuer:
         if not audience:
             raise UserError("--jwt-issuer needs --jwt-audience (this server's identifier in the tokens)")
@@ -204,6 +206,9 @@ def plan_serve(settings: Settings, **flags: Any) -> ServePlan:
             raise UserError(
                 f"--stores {local} is a folder: name the database file (it is created if missing)"
             )
+    rate_limits = pick("rate_limits", file.stores.rate_limits)
+    if rate_limits is not None and not rate_limits.startswith(("redis://", "rediss://", "unix://")):
+        raise UserError(f"--rate-limits must be a redis:// URL, not {rate_limits!r}")
     task_db: Path | None = flags.get("task_db")
     tasks = (
         str(task_db)
@@ -225,7 +230,7 @@ def plan_serve(settings: Settings, **flags: Any) -> ServePlan:
             roles=frozenset(flags.get("role") or serve.roles),
         ),
         stores=stores,
-        rate_limits=pick("rate_limits", file.stores.rate_limits),
+        rate_limits=rate_limits,
         tasks=tasks,
         issuer=issuer,
         audience=audience,
