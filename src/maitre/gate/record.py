@@ -8,7 +8,7 @@ stores the arguments, as RFC 8785 text, with secret-looking fields masked instea
 When the idempotency and audit stores live in one database (`SQLiteStores`, `PostgresStores`), a
 write's result is stored by the same transaction that appends its audit entry
 (`append_after` + `complete_in`): one commit instead of two, shielded from the host's cancellation
-(the tool has run: what it did must be written). Should that transaction fail, the result is still
+where the database can make it wait (the tool has run: what it did must be written). Should that transaction fail, the result is still
 stored on its own so a retry replays it, and the error goes on as before. `idempotency.settle`
 leaves the result on the context (`ctx.completion`) when `completing_recorder` says a recorder
 will store it.
@@ -19,8 +19,6 @@ from __future__ import annotations
 import contextlib
 import time
 from typing import TYPE_CHECKING, Any, Literal
-
-import anyio
 
 from ..audit import AuditEntry, digest, redact
 from ..audit.canonical import canonical_json
@@ -110,8 +108,7 @@ async def _complete_and_append(
         await idempotency.complete_in(tx, key, completion, tenant=tenant, now=now)
 
     try:
-        with anyio.CancelScope(shield=True):  # the tool ran: its result and audit line must land
-            await audit.append_after(entry, complete)
+        await audit.append_after(entry, complete)  # shielded from cancellation where it can wait
     except Exception:
         # The audit line could not be written: still keep the result, so a retry replays it.
         with contextlib.suppress(Exception):
