@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from ._extras import MissingExtraError, missing_modules
 from .messages import AssistantMessage, Message, UserMessage
 from .types import ErrorCode
 
@@ -132,8 +133,11 @@ def configure_otlp(url: str, *, service_name: str = "maitre", capture_content: b
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    except ImportError as exc:
-        raise ImportError("exporting traces needs the otel extra: pip install 'maitre[otel]'") from exc
+    except ImportError:
+        missing = missing_modules("otel")
+        if missing:
+            raise MissingExtraError("otel", "Exporting traces over OTLP", missing) from None
+        raise
     endpoint = url.rstrip("/")
     if not endpoint.endswith("/v1/traces"):
         endpoint += "/v1/traces"

@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from maitre._extras import MissingExtraError
 from maitre.tracing import configure_otlp
 
 CHILD = textwrap.dedent(
@@ -74,8 +75,12 @@ def test_spans_reach_an_otlp_http_collector():
 
 
 def test_a_missing_otel_extra_is_one_line_naming_the_install(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
-    with pytest.raises(ImportError) as raised:
+    for name in (
+        "opentelemetry.exporter.otlp.proto.http",
+        "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    ):
+        monkeypatch.setitem(sys.modules, name, None)  # the exporter package is not installed
+    with pytest.raises(MissingExtraError) as raised:
         configure_otlp("http://127.0.0.1:4318")
     message = str(raised.value)
     assert "\n" not in message

@@ -34,6 +34,8 @@ class App(typer.Typer):
         kwargs.setdefault("no_args_is_help", True)
         kwargs.setdefault("add_completion", False)
         kwargs.setdefault("pretty_exceptions_enable", False)
+        # Help text is plain text: `[stores]` and `[tool.maitre]` are names to show, not rich markup.
+        kwargs.setdefault("rich_markup_mode", None)
         super().__init__(**kwargs)
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:

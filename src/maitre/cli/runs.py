@@ -1,8 +1,8 @@
 """`maitre runs list|show|resume`: paused and finished agent runs in a store.
 
 `--agent` names a function that takes the opened `Stores` and returns the `Agent` to continue the
-run with (the same tools, model and policy as the process that started it), e.g.
-`examples/seed003_refunds/app.py:make_agent`.
+run with (the same tools, model and policy as the process that started it), as `FILE.py:NAME`
+or `module:NAME`, e.g. `shop.py:make_agent` in the README's five-minute app.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def runs_show(
     for message in run.messages:
         console.print(f"  {message.role}: {json.dumps(message.to_dict(), ensure_ascii=False)[:200]}")
     if run.final_text:
-        console.print(f"[green]{run.final_text}[/green]")
+        console.print(run.final_text, style="green", markup=False, highlight=False)
 
 
 def _load_factory(agent: str) -> Any:
@@ -157,5 +157,5 @@ def runs_resume(
     run = run_on_stores(store_url(db), job)
     console.print(f"{run.id}: {run.status} ({run.stop_reason})", soft_wrap=True)
     if run.final_text:
-        console.print(run.final_text)
+        console.print(run.final_text, markup=False, highlight=False)
     raise typer.Exit(0 if str(run.status) in ("finished", "paused") else 1)
