@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..context import NeedsInput
 
@@ -95,8 +96,6 @@ class McpCallContext:
 
     @property
     def modern(self) -> bool:
-        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
         return self.protocol_version in MODERN_PROTOCOL_VERSIONS
 
     # -- notifications on this request's stream --------------------------------------------------

@@ -53,7 +53,15 @@ from .resources import ResourceHandlers
 from .signing import Signer, load_secret
 from .task_handlers import TaskHandlers, client_has_tasks
 from .tasks import TASKS_EXTENSION, MemoryTaskStore, TaskStore
-from .wire import call_context, call_tool_result, governed_call, input_required_result, meta_id, request_state
+from .wire import (
+    call_context,
+    call_tool_result,
+    call_tool_wire,
+    governed_call,
+    input_required_result,
+    meta_id,
+    request_state,
+)
 
 __all__ = [
     "APPROVAL_INPUT_KEY",
@@ -77,6 +85,9 @@ gate's window, and taint follows the principal for its window."""
 IDEMPOTENCY_META_KEY = "io.maitre/idempotencyKey"
 """Request `_meta` key a host (not the model) sets to name one logical operation: the same key from
 the same principal for the same tool replays the first result instead of executing again."""
+_PLAIN_CALL = CallOptions()
+"""The options of a call whose `_meta` names no approval and no host key (never mutated: the
+approval branch derives its own with `dataclasses.replace`)."""
 
 
 @dataclass(kw_only=True)
@@ -231,7 +242,12 @@ class GovernedServer:
         approval_id = meta_id(meta, APPROVAL_META_KEY)
         if "approval" in state:
             approval_id = await self._approvals.claim(state["approval"], params.name, principal, call_ctx)
-        options = CallOptions(approval_id=approval_id, idempotency_key=meta_id(meta, IDEMPOTENCY_META_KEY))
+        idempotency_key = meta_id(meta, IDEMPOTENCY_META_KEY)
+        options = (
+            CallOptions(approval_id=approval_id, idempotency_key=idempotency_key)
+            if approval_id is not None or idempotency_key is not None
+            else _PLAIN_CALL
+        )
         tool = self.app.toolbox.get(params.name)
         if tool is not None and tool.long_running:
             if call_ctx.modern and client_has_tasks(ctx):
@@ -251,7 +267,7 @@ class GovernedServer:
             return input_required_result(call_ctx.pending_input, {"tool": call_ctx.pending_state})
         if result.approval is not None:
             return await self._approvals.ask(call, principal, result, result.approval, call_ctx, options)
-        return call_tool_result(result, call_ctx, tool)
+        return call_tool_wire(result, call_ctx, tool)
 
     def to_call_tool_result(
         self, result: ToolResult, call_ctx: McpCallContext | None = None, tool: Tool | None = None

@@ -56,6 +56,9 @@ logger = logging.getLogger("maitre.mcp")
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _WILDCARD = ("0.0.0.0", "::", "")
+_CHECKED_BY_GUARD = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+"""The session manager's settings: Host and Origin are checked once, by `_HostOriginGuard`, in
+front of every route; the manager still checks a POST's Content-Type."""
 
 
 def _authority(host: str, port: int | str | None) -> str:
@@ -91,14 +94,59 @@ def transport_security(
 
 
 class _HostOriginGuard:
-    """Refuse a foreign Host (421) or Origin (403) on every route, before authentication runs."""
+    """Refuse a foreign Host (421) or Origin (403) on every route, before authentication runs.
+
+    The one place Host and Origin are checked (the session manager is given the same settings
+    with the check switched off, so the MCP route does not pay for it twice). The allow-lists are
+    read the SDK's way - an exact entry, or `name:*` for any port - from the raw ASGI headers;
+    only a request that fails that test is handed to the SDK's own check, which writes the
+    refusal (the same status, body and log line as before), so the fast test can never accept
+    what the SDK would refuse.
+    """
 
     def __init__(self, app: ASGIApp, settings: TransportSecuritySettings) -> None:
         self.app = app
+        self.settings = settings
         self.check = TransportSecurityMiddleware(settings)
+        self._snapshot: tuple[list[str], list[str]] | None = None
+        self._hosts: frozenset[str] = frozenset()
+        self._host_prefixes: tuple[str, ...] = ()
+        self._origins: frozenset[str] = frozenset()
+        self._origin_prefixes: tuple[str, ...] = ()
+
+    def _lists(self) -> None:
+        """(Re)build the lookup sets when the settings' lists differ from the last ones read."""
+        hosts, origins = list(self.settings.allowed_hosts), list(self.settings.allowed_origins)
+        self._hosts = frozenset(hosts)
+        self._host_prefixes = tuple(h[:-1] for h in hosts if h.endswith(":*"))
+        self._origins = frozenset(origins)
+        self._origin_prefixes = tuple(o[:-1] for o in origins if o.endswith(":*"))
+        self._snapshot = (hosts, origins)
+
+    def _accepts(self, scope: Scope) -> bool:
+        settings = self.settings
+        if not settings.enable_dns_rebinding_protection:
+            return True
+        snapshot = self._snapshot
+        if (
+            snapshot is None
+            or snapshot[0] != settings.allowed_hosts
+            or snapshot[1] != settings.allowed_origins
+        ):
+            self._lists()
+        host = origin = None
+        for name, value in scope["headers"]:
+            if name == b"host":
+                if host is None:
+                    host = value.decode("latin-1")
+            elif name == b"origin" and origin is None:
+                origin = value.decode("latin-1")
+        if not host or not (host in self._hosts or host.startswith(self._host_prefixes)):
+            return False
+        return not origin or origin in self._origins or origin.startswith(self._origin_prefixes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and not self._accepts(scope):
             refused = await self.check.validate_request(Request(scope), is_post=False)
             if refused is not None:
                 await refused(scope, receive, send)
@@ -143,7 +191,7 @@ def http_app(
         app=server.lowlevel,
         json_response=json_response,
         stateless=stateless_legacy,
-        security_settings=security,
+        security_settings=_CHECKED_BY_GUARD,
     )
     asgi: Any = StreamableHTTPASGIApp(manager)
     middleware = [Middleware(_HostOriginGuard, settings=security)]

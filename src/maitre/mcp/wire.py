@@ -39,6 +39,7 @@ from .context import McpCallContext, _enter, _leave
 __all__ = [
     "call_context",
     "call_tool_result",
+    "call_tool_wire",
     "governed_call",
     "input_required_result",
     "meta_id",
@@ -122,25 +123,45 @@ def _text_for_model(result: ToolResult) -> str:
     return fence_untrusted(result.content, tool=tool, source=source)
 
 
-def call_tool_result(
-    result: ToolResult, call_ctx: McpCallContext | None = None, tool: Tool | None = None
-) -> types.CallToolResult:
-    """The wire result for a gate result: teaching text + structured error, or content + data."""
-    modern = call_ctx is None or call_ctx.modern
+def _result_meta(result: ToolResult) -> dict[str, Any]:
     meta: dict[str, Any] = {"io.maitre/trust": str(result.trust)}
     if result.replayed:
         meta["io.maitre/replayed"] = True
     if result.handle:
         meta["io.maitre/handle"] = result.handle
+    return meta
+
+
+def _error_of(result: ToolResult) -> dict[str, Any]:
+    return result.error.to_dict() if result.error is not None else {"message": result.content}
+
+
+def _declares_output(tool: Tool | None) -> bool:
+    # Clients such as the TypeScript SDK validate structuredContent against the tool's output
+    # schema even on isError results, so a tool that declares one carries the error in _meta only.
+    return tool is not None and tool.output_schema is not None
+
+
+def _structured(result: ToolResult, call_ctx: McpCallContext | None, tool: Tool | None) -> Any:
+    structured = result.structured
+    modern = call_ctx is None or call_ctx.modern
+    declared = modern and tool is not None and bool(tool.output_schema)
+    if structured is None or isinstance(structured, str) or not (isinstance(structured, dict) or declared):
+        return None
+    return structured
+
+
+def call_tool_result(
+    result: ToolResult, call_ctx: McpCallContext | None = None, tool: Tool | None = None
+) -> types.CallToolResult:
+    """The wire result for a gate result: teaching text + structured error, or content + data."""
+    meta = _result_meta(result)
     if result.is_error:
-        error = result.error.to_dict() if result.error is not None else {"message": result.content}
+        error = _error_of(result)
         meta["io.maitre/error"] = error
-        # Clients such as the TypeScript SDK validate structuredContent against the tool's output
-        # schema even on isError results, so a tool that declares one carries the error in _meta only.
-        declares_output = tool is not None and tool.output_schema is not None
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=_text_for_model(result))],
-            structured_content=None if declares_output else {"error": error},
+            structured_content=None if _declares_output(tool) else {"error": error},
             is_error=True,
             _meta=meta,
         )
@@ -151,8 +172,33 @@ def call_tool_result(
         content = [types.TextContent(type="text", text=_text_for_model(result))]
     elif result.trust is Trust.UNTRUSTED:  # the tool's own blocks: say so before them
         content.insert(0, types.TextContent(type="text", text=_UNTRUSTED_BLOCKS_NOTE))
-    structured = result.structured
-    declared = modern and tool is not None and bool(tool.output_schema)
-    if structured is None or isinstance(structured, str) or not (isinstance(structured, dict) or declared):
-        structured = None
-    return types.CallToolResult(content=content, structured_content=structured, is_error=False, _meta=meta)
+    return types.CallToolResult(
+        content=content, structured_content=_structured(result, call_ctx, tool), is_error=False, _meta=meta
+    )
+
+
+def call_tool_wire(
+    result: ToolResult, call_ctx: McpCallContext | None = None, tool: Tool | None = None
+) -> dict[str, Any] | types.CallToolResult:
+    """`call_tool_result` as the handler's return value: the same result, built as the wire dict
+    the SDK would dump the model to when the content is our own text block (every result but one
+    whose tool set its own content blocks). The SDK validates and shapes a dict exactly as it does
+    the dumped model, so this skips building pydantic models on every call only to dump them."""
+    if call_ctx is not None and call_ctx.content:
+        return call_tool_result(result, call_ctx, tool)
+    meta = _result_meta(result)
+    text = {"type": "text", "text": _text_for_model(result)}
+    wire: dict[str, Any] = {"_meta": meta, "content": [text]}
+    if result.is_error:
+        error = _error_of(result)
+        meta["io.maitre/error"] = error
+        if not _declares_output(tool):
+            wire["structuredContent"] = {"error": error}
+        wire["isError"] = True
+    else:
+        structured = _structured(result, call_ctx, tool)
+        if structured is not None:
+            wire["structuredContent"] = structured
+        wire["isError"] = False
+    wire["resultType"] = "complete"
+    return wire
