@@ -177,3 +177,65 @@ async def test_the_guard_follows_allow_lists_changed_after_it_was_built() -> Non
     assert guard._accepts(_scope("late.example", None))
     settings.allowed_hosts.remove("127.0.0.2:8123")
     assert not guard._accepts(_scope("127.0.0.2:8123", None))
+
+
+# -- the SDK's request span, opened only when it can be seen ------------------------------------------
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def __call__(self, ctx, call_next):
+        self.calls += 1
+        return await call_next(ctx)
+
+
+class _Ctx:
+    def __init__(self, meta) -> None:
+        self.meta = meta
+
+
+@pytest.mark.anyio
+async def test_the_sdk_span_is_skipped_only_when_nobody_could_see_it(monkeypatch) -> None:
+    import maitre.mcp.server as server_module
+
+    inner = _Recorder()
+    mw = server_module._SpanWhenTraced(inner)  # type: ignore[arg-type]
+    reached = []
+
+    async def call_next(ctx):
+        reached.append(ctx)
+        return {"ok": True}
+
+    monkeypatch.setattr(server_module, "tracing_enabled", lambda: False)
+    plain = _Ctx({"io.modelcontextprotocol/protocolVersion": MODERN})
+    assert await mw(plain, call_next) == {"ok": True}
+    assert await mw(_Ctx(None), call_next) == {"ok": True}
+    assert inner.calls == 0 and len(reached) == 2  # the request still ran, without the no-op span
+
+    traced = _Ctx({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+    assert await mw(traced, call_next) == {"ok": True}
+    assert inner.calls == 1  # incoming trace context: the SDK's span carries it on
+
+    monkeypatch.setattr(server_module, "tracing_enabled", lambda: True)
+    assert await mw(plain, call_next) == {"ok": True}
+    assert inner.calls == 2 and len(reached) == 4  # a tracer is installed: every request gets its span
+
+
+def test_the_governed_server_keeps_the_sdk_tracing_middleware_wrapped_not_dropped() -> None:
+    from mcp.server._otel import OpenTelemetryMiddleware
+
+    from maitre.mcp.app import MCPApp
+    from maitre.mcp.server import GovernedServer, _SpanWhenTraced
+
+    box = Toolbox()
+
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    box.add_tool(ping)
+    chain = GovernedServer(MCPApp(box)).lowlevel.middleware
+    assert isinstance(chain[0], _SpanWhenTraced) and isinstance(chain[0].inner, OpenTelemetryMiddleware)
+    assert not any(isinstance(m, OpenTelemetryMiddleware) for m in chain)

@@ -34,16 +34,18 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from mcp.server import Server
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry.propagate import get_global_textmap
 
 from ..gate import CallOptions
 from ..tools import Tool
+from ..tracing import tracing_enabled
 from ..types import Principal, ToolCall, ToolResult
 from .app import MCPApp
 from .approvals import APPROVAL_INPUT_KEY, APPROVAL_META_KEY, McpApprovals
@@ -88,6 +90,43 @@ the same principal for the same tool replays the first result instead of executi
 _PLAIN_CALL = CallOptions()
 """The options of a call whose `_meta` names no approval and no host key (never mutated: the
 approval branch derives its own with `dataclasses.replace`)."""
+
+
+def _is_sdk_tracing(middleware: object) -> bool:
+    cls = type(middleware)
+    return cls.__name__ == "OpenTelemetryMiddleware" and cls.__module__.startswith("mcp.")
+
+
+class _SpanWhenTraced:
+    """The SDK's per-request OpenTelemetry span, opened only when it can be seen.
+
+    The SDK wraps every request in a SERVER span even when no OpenTelemetry SDK is installed; the
+    span is then a no-op, but opening it (attributes, context extraction, attach/detach) costs
+    about as much as the gate's own work on a small call. The gate's spans already follow this
+    rule (`maitre.tracing.tracing_enabled`); this applies it to the SDK's: the span is opened,
+    by the SDK's own middleware, as soon as a tracer provider is installed, or when the request
+    carries trace context in `_meta` (so it still propagates to what the tool calls out to).
+    Otherwise the request goes straight on, exactly as it would inside a span nobody records.
+    """
+
+    def __init__(self, inner: ServerMiddleware[Any]) -> None:
+        self.inner = inner
+        self._textmap: object = None
+        self._fields: frozenset[str] = frozenset()
+
+    def _carries_context(self, meta: Any) -> bool:
+        if not meta or not isinstance(meta, Mapping):
+            return False
+        textmap = get_global_textmap()
+        if textmap is not self._textmap:  # the host may set another propagator at any time
+            self._fields = frozenset(textmap.fields)
+            self._textmap = textmap
+        return not self._fields.isdisjoint(meta.keys())
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if tracing_enabled() or self._carries_context(ctx.meta):
+            return await self.inner(ctx, call_next)
+        return await call_next(ctx)
 
 
 @dataclass(kw_only=True)
@@ -164,6 +203,7 @@ class GovernedServer:
                 on_completion=content.complete,
                 on_set_logging_level=self._set_level,
             )
+        server.middleware[:] = [_SpanWhenTraced(m) if _is_sdk_tracing(m) else m for m in server.middleware]
         server.middleware.append(
             RequestStateBoundary(
                 RequestStateSecurity(keys=[state_key], ttl=self.options.approval_ttl_s),
