@@ -6,7 +6,7 @@ The layers (DESIGN.md "Layers", and the docstring of `maitre`):
   `tokens`, `embeddings`, `tools`, `gate`, `stores` / `storage`, `audit`. It never imports a door.
   Inside it, `audit` sits below the stores: the stores import `audit` to seal entries, `audit`
   imports no store.
-- the **doors**: `agent`, `models`, `mcp`, `memory`, `search`, `testing`, `demo`, `cli`. A door
+- the **doors**: `agent`, `models`, `mcp`, `memory`, `search`, `testing`, `demo`, `console`, `cli`. A door
   imports the core, and another door only through public names (no `_private` module or name).
   `cli` is the outermost door: no other module imports it. The model adapters sit below the loop:
   `models` does not import `agent`.
@@ -58,7 +58,7 @@ CORE = frozenset(
         "types",
     }
 )
-DOORS = frozenset({"agent", "cli", "demo", "mcp", "memory", "models", "search", "testing"})
+DOORS = frozenset({"agent", "cli", "console", "demo", "mcp", "memory", "models", "search", "testing"})
 
 EXCEPTIONS = {
     ("maitre.tools.toolbox", "maitre.mcp.client"): (

@@ -21,9 +21,9 @@ from .accounts import (
 )
 
 __all__ = [
-    "CONSOLE_SCHEMA",
     "Account",
     "AccountStore",
+    "CONSOLE_SCHEMA",
     "MemoryAccountStore",
     "SQLAccountStore",
     "account_store",

@@ -16,12 +16,13 @@ from ..exceptions import UserError
 from ..storage.engine.base import Engine, Migration, Schema
 
 __all__ = [
-    "CONSOLE_SCHEMA",
     "Account",
     "AccountStore",
+    "CONSOLE_SCHEMA",
     "MemoryAccountStore",
     "SQLAccountStore",
     "account_store",
+    "burn_verification",
     "hash_password",
     "verify_password",
 ]

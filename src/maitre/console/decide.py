@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..gate import Gate
     from .accounts import Account
 
-__all__ = ["APPROVER_ROLE", "ConsoleApprover", "Refused", "decide", "visible_request"]
+__all__ = ["APPROVER_ROLE", "ConsoleApprover", "Refused", "decide", "visible_request", "why_undecidable"]
 
 APPROVER_ROLE = "approver"
 """The account role the console requires to decide anything."""

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SECURITY_HEADERS", "SignInThrottle", "Session", "SessionSigner"]
+__all__ = ["SECURITY_HEADERS", "Session", "SessionSigner", "SignInThrottle", "tokens_match"]
 
 SECURITY_HEADERS: dict[str, str] = {
     "Content-Security-Policy": (

@@ -1,0 +1,124 @@
+"""`maitre console ...`: serve the approval console, and create its local accounts.
+
+`maitre console --stores shop.db --port 8765` serves the console over the same stores the gate
+writes (it never creates them: the store must exist). `maitre console add-user NAME --tenant T
+--role approver` creates or replaces a local account: the password is read from a hidden prompt (or
+one line of stdin with `--password-stdin`) and stored only as an argon2 hash, in the stores' own
+database. Sessions are signed with `MAITRE_CONSOLE_SECRET`; without it a random secret is made at
+start, so everyone signs in again after a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+import typer
+
+from .app import App, console, settings
+from .errors import CommandError, guard
+from .stores import STORES, check_existing, run_on_stores, store_url
+
+if TYPE_CHECKING:
+    from ..stores import Stores
+
+__all__ = ["SECRET_ENV", "app", "console_add_user", "console_serve"]
+
+SECRET_ENV = "MAITRE_CONSOLE_SECRET"
+
+app = App(
+    help="The approval console: a web page where signed-in people decide pending calls.",
+    no_args_is_help=False,
+    invoke_without_command=True,
+)
+
+
+@app.callback()
+def console_serve(
+    ctx: typer.Context,
+    db: str | None = STORES,
+    host: str = typer.Option("127.0.0.1", "--host", help="The address to listen on"),
+    port: int = typer.Option(8765, "--port", help="The port to listen on"),
+) -> None:
+    """Serve the approval console (without a subcommand) over the gate's stores."""
+    if ctx.invoked_subcommand is not None:
+        return
+    guard(_serve)(db, host, port)
+
+
+def _serve(db: str | None, host: str, port: int) -> None:
+    from .._extras import require
+
+    require("console", "maitre console")
+    import secrets
+
+    import anyio
+    import uvicorn
+
+    from ..console.app import create_app
+    from ..stores import open_stores
+
+    url = store_url(db)
+    check_existing(url)
+    secret = os.environ.get(SECRET_ENV)
+    if not secret:
+        secret = secrets.token_urlsafe(32)
+        typer.echo(f"note: {SECRET_ENV} is not set; sessions end when the console restarts", err=True)
+    policy = settings().config.policy.build()
+
+    async def main() -> None:
+        async with await open_stores(url) as stores:
+            web = create_app(stores, secret=secret, policy=policy)
+            config = uvicorn.Config(web, host=host, port=port, log_level="warning", lifespan="off")
+            typer.echo(f"maitre console on http://{host}:{port}/ (stores: {url})", err=True)
+            await uvicorn.Server(config).serve()
+
+    anyio.run(main)
+
+
+def _password(from_stdin: bool) -> str:
+    if from_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if len(password) < 8:
+        raise CommandError("refused: a console password needs at least 8 characters", code=2)
+    return password
+
+
+@app.command("add-user")
+def console_add_user(
+    name: str = typer.Argument(..., help="The account name (the identity recorded on decisions)"),
+    tenant: str = typer.Option(..., "--tenant", help="The tenant whose requests this person sees"),
+    role: list[str] = typer.Option([], "--role", help="A role (repeatable); `approver` may decide requests"),
+    db: str | None = STORES,
+    password_stdin: bool = typer.Option(
+        False, "--password-stdin", help="Read the password from one line of stdin instead of a prompt"
+    ),
+) -> None:
+    """Create (or replace) a local console account; the password is stored as an argon2 hash only."""
+    from .._extras import require
+
+    require("console", "maitre console add-user")
+    from ..console.accounts import Account, MemoryAccountStore, account_store, hash_password
+
+    name, tenant = name.strip(), tenant.strip()
+    if not name or not tenant:
+        raise CommandError("refused: the account name and tenant cannot be empty", code=2)
+    url = store_url(db)
+    check_existing(url)  # before asking for a password the command could not store
+    hashed = hash_password(_password(password_stdin))
+
+    async def job(stores: Stores) -> bool:
+        accounts = account_store(stores)
+        if isinstance(accounts, MemoryAccountStore):
+            raise CommandError("refused: accounts need a SQLite or Postgres store, not memory://", code=2)
+        existed = await accounts.get(name) is not None
+        await accounts.put(Account(name=name, tenant=tenant, roles=frozenset(role), password_hash=hashed))
+        return existed
+
+    existed = run_on_stores(url, job)
+    roles = ", ".join(sorted(set(role))) or "no roles"
+    verb = "replaced" if existed else "created"
+    console.print(f"{verb} console account {name} (tenant {tenant}; {roles})", highlight=False, markup=False)
