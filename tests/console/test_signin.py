@@ -82,3 +82,17 @@ def test_passwords_are_stored_as_argon2_hashes():
     assert hashed.startswith("$argon2id$") and "s3cret" not in hashed
     assert verify_password(hashed, "s3cret") and not verify_password(hashed, "s3cret ")
     assert not verify_password("not a hash", "s3cret")
+
+
+def test_the_throttle_forgets_after_its_window_and_stays_bounded():
+    from maitre.console.security import SignInThrottle
+
+    throttle = SignInThrottle(limit=2, window_s=10, max_keys=3)
+    throttle.failed("Bob", "1.2.3.4", now=0)
+    throttle.failed("bob", "1.2.3.4", now=1)
+    assert throttle.blocked("BOB", "1.2.3.4", now=2)  # names compare case-folded
+    assert not throttle.blocked("bob", "5.6.7.8", now=2)
+    assert not throttle.blocked("bob", "1.2.3.4", now=11.5)  # the window passed
+    for n in range(10):
+        throttle.failed(f"sprayed-{n}", "9.9.9.9", now=20)
+    assert len(throttle._failures) <= 3

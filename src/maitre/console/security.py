@@ -94,11 +94,16 @@ def tokens_match(expected: str, submitted: str | None) -> bool:
 
 
 class SignInThrottle:
-    """At most `limit` failed sign-ins per (account, client) within `window_s`, kept in memory."""
+    """At most `limit` failed sign-ins per (account, client) within `window_s`, kept in memory.
 
-    def __init__(self, *, limit: int = 5, window_s: float = 300.0) -> None:
+    At most `max_keys` pairs are remembered: past that the oldest pair is forgotten, so a spray
+    of made-up names cannot grow the process without bound (it only shortens their memory).
+    """
+
+    def __init__(self, *, limit: int = 5, window_s: float = 300.0, max_keys: int = 10_000) -> None:
         self.limit = limit
         self.window_s = window_s
+        self.max_keys = max_keys
         self._failures: dict[tuple[str, str], deque[float]] = {}
 
     def _recent(self, key: tuple[str, str], now: float) -> deque[float]:
@@ -116,9 +121,10 @@ class SignInThrottle:
 
     def failed(self, account: str, client: str, *, now: float | None = None) -> None:
         key = (account.casefold(), client)
-        self._recent(key, time.monotonic() if now is None else now).append(
-            time.monotonic() if now is None else now
-        )
+        at = time.monotonic() if now is None else now
+        self._recent(key, at).append(at)
+        while len(self._failures) > self.max_keys:
+            del self._failures[next(iter(self._failures))]  # dicts keep insertion order: the oldest
 
     def succeeded(self, account: str, client: str) -> None:
         self._failures.pop((account.casefold(), client), None)
