@@ -161,3 +161,35 @@ async def test_every_page_carries_a_strict_content_security_policy(client_for):
             assert response.headers["referrer-policy"] == "no-referrer"
         page = await client.get("/sign-in")
         assert "<script" not in page.text and " style=" not in page.text and "on" + "click" not in page.text
+
+
+async def test_the_gate_policys_approver_role_is_required_too(stores, accounts, shop, gate):
+    import httpx
+
+    from maitre.console.accounts import Account, hash_password
+    from maitre.console.app import create_app
+    from maitre.policy import DefaultPolicy
+
+    from .conftest import SECRET
+
+    await accounts.put(
+        Account(
+            name="dana",
+            tenant="acme",
+            roles=frozenset({"approver", "refunds"}),
+            password_hash=hash_password("pw-dana-123"),
+        )
+    )
+    app = create_app(stores, secret=SECRET, accounts=accounts, policy=DefaultPolicy(approver_role="refunds"))
+    pending = await pending_refund(gate)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+    ) as client:
+        await sign_in(client, "bob")  # an approver, but without the policy's role
+        refused = await decide(client, pending.approval_id, "approve")
+        assert refused.status_code == 403 and "refunds" in refused.text
+        assert (await gate.approvals.get(pending.approval_id)).status == "pending"
+        client.cookies.clear()
+        await sign_in(client, "dana", "pw-dana-123")
+        assert (await decide(client, pending.approval_id, "approve")).status_code == 200
+    assert (await gate.approvals.get(pending.approval_id)).status == "approved"
