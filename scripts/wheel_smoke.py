@@ -38,7 +38,7 @@ SETS: dict[str, frozenset[str]] = {
     "core": frozenset(),
     "embeddings": frozenset({"embeddings"}),
     "mcp": frozenset({"mcp"}),
-    "all": frozenset({"postgres", "redis", "mcp", "embeddings", "anthropic", "openai", "otel"}),
+    "all": frozenset({"postgres", "redis", "mcp", "embeddings", "anthropic", "openai", "otel", "console"}),
 }
 NOTICE = "pip install 'maitre[embeddings]'"
 
@@ -200,6 +200,7 @@ def main(which: str) -> int:
         ("anthropic", "maitre.models.anthropic"),
         ("openai", "maitre.models.openai"),
         ("otel", "opentelemetry.sdk.trace"),
+        ("console", "maitre.console.app"),
     ):
         if extra in extras:
 

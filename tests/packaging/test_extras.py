@@ -212,3 +212,17 @@ def test_lexical_only_embedder_leaves_ranking_to_words() -> None:
         assert store.retrieve("asha", "what vehicle do I drive?") == []  # meaning alone finds nothing
     finally:
         store.close()
+
+
+def test_the_wheel_smoke_all_set_asks_for_every_extra() -> None:
+    """`scripts/wheel_smoke.py` checks that nothing is installed that was not asked for: its `all`
+    set must name every extra, or adding one breaks CI's smoke (seen when `console` came)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "wheel_smoke.py"
+    spec = importlib.util.spec_from_file_location("wheel_smoke_for_test", path)
+    assert spec is not None and spec.loader is not None
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
+    assert smoke.SETS["all"] == set(EXTRAS)
