@@ -77,7 +77,6 @@ class SQLAuditStore:
     """`AuditStore` over an engine, with group commit (see the module docstring)."""
 
     def __init__(self, engine: Engine) -> None:
-        self._engine = engine
         self.engine = engine
         """The engine (so another concern's step can join an append: `append_after`)."""
         self._inline = engine.commits_inline
@@ -162,13 +161,13 @@ class SQLAuditStore:
                 pending.sealed, head = sealed, (sealed.seq, sealed.hash)
 
         # Pipelined on Postgres: BEGIN, LOCK and the head read travel together, then the rest.
-        await self._engine.transact(op, immediate=True, pipeline=True)
+        await self.engine.transact(op, immediate=True, pipeline=True)
 
     async def entries(self, *, since_seq: int = 0, limit: int | None = None) -> list[AuditEntry]:
         params: list[object] = [since_seq]
         sql = f"{_SELECT} WHERE seq > ? ORDER BY seq{limit_sql(limit, params)}"
-        return [audit_from_row(row) for row in await self._engine.fetchall(sql, params)]
+        return [audit_from_row(row) for row in await self.engine.fetchall(sql, params)]
 
     async def last(self) -> AuditEntry | None:
-        row = await self._engine.fetchone(f"{_SELECT} ORDER BY seq DESC LIMIT 1")
+        row = await self.engine.fetchone(f"{_SELECT} ORDER BY seq DESC LIMIT 1")
         return None if row is None else audit_from_row(row)

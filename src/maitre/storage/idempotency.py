@@ -73,14 +73,13 @@ class SQLIdempotencyStore:
     """Whether a key may also be stored in its version-1 form (True until known otherwise)."""
 
     def __init__(self, engine: Engine) -> None:
-        self._engine = engine
         self.engine = engine
         """The engine (to run `complete_in` in another concern's unit of work)."""
         self.legacy_hashes = True
 
     async def load_hash_generation(self) -> bool:
         """Read from the schema table whether version-1 keys may be stored; returns `legacy_hashes`."""
-        self.legacy_hashes = await self._engine.fetchone(HASH_V1_SQL, (HASH_V1_MARK,)) is not None
+        self.legacy_hashes = await self.engine.fetchone(HASH_V1_SQL, (HASH_V1_MARK,)) is not None
         return self.legacy_hashes
 
     async def begin(
@@ -96,7 +95,7 @@ class SQLIdempotencyStore:
         reuse_completed_after_s: float | None = None,
     ) -> IdempotencyRecord | None:
         at = now_or(now)
-        db = self._engine
+        db = self.engine
         while True:
             if await db.execute(_CLAIM, (key, tenant, tool, fingerprint, at, at, at + lease_s, owner)) == 1:
                 return None
@@ -142,10 +141,10 @@ class SQLIdempotencyStore:
     ) -> bool:
         at = now_or(now)
         params = (at, at + lease_s, owner, tenant, key, seen.state, seen.updated_at, seen.owner)
-        return await self._engine.execute(_TAKE_OVER, params) == 1
+        return await self.engine.execute(_TAKE_OVER, params) == 1
 
     async def complete(self, key: str, result_json: str, *, tenant: str, now: float | None = None) -> None:
-        await self.complete_in(self._engine, key, result_json, tenant=tenant, now=now)
+        await self.complete_in(self.engine, key, result_json, tenant=tenant, now=now)
 
     async def complete_in(
         self, db: Executor, key: str, result_json: str, *, tenant: str, now: float | None = None
@@ -158,11 +157,11 @@ class SQLIdempotencyStore:
     async def mark_uncertain(
         self, key: str, *, tenant: str, now: float | None = None, owner: str | None = None
     ) -> bool:
-        return await self._engine.execute(_UNCERTAIN, (now_or(now), tenant, key, owner, owner)) == 1
+        return await self.engine.execute(_UNCERTAIN, (now_or(now), tenant, key, owner, owner)) == 1
 
     async def release(self, key: str, *, tenant: str) -> bool:
-        return await self._engine.execute(_RELEASE, (tenant, key)) == 1
+        return await self.engine.execute(_RELEASE, (tenant, key)) == 1
 
     async def get(self, key: str, *, tenant: str) -> IdempotencyRecord | None:
-        row = await self._engine.fetchone(_SELECT, (tenant, key))
+        row = await self.engine.fetchone(_SELECT, (tenant, key))
         return None if row is None else idempotency_from_row(row)
