@@ -1,0 +1,157 @@
+"""What every console page shares: the gate and stores, templates, sessions, forms, guards.
+
+`Console` is built once by `create_app` and handed to each page module (`signin`, `approvals`,
+`runs_pages`, `audit_page`, `oidc`), whose `routes(console)` returns its Starlette routes. A page
+is written as `async def page(request, session, account, fields) -> Response` and wrapped by
+`console.guarded(page, post=...)`: signed in, or redirected to sign-in; for a POST, the session's
+CSRF token checked first.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+from .security import Session, SessionSigner, SignInThrottle, tokens_match
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from ..gate import Gate
+    from ..stores import Stores
+    from .accounts import Account, AccountStore
+
+__all__ = ["HERE", "MAX_FORM_BYTES", "SESSION_COOKIE", "SIGNIN_COOKIE", "Console", "Page"]
+
+SESSION_COOKIE = "maitre_console"
+SIGNIN_COOKIE = "maitre_console_signin"
+HERE = Path(__file__).parent
+MAX_FORM_BYTES = 64 * 1024
+
+Page = Callable[["Request", Session, "Account", Mapping[str, str]], Awaitable["Response"]]
+"""A signed-in page: (request, session, account, form fields) -> response."""
+
+
+def environment() -> Any:
+    """The Jinja2 environment: the package's templates, autoescaped everywhere."""
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+    env = Environment(
+        loader=FileSystemLoader(str(HERE / "templates")),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        auto_reload=False,
+    )
+    env.filters["when"] = lambda ts: time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(ts))
+    env.filters["iso"] = lambda ts: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    env.filters["pretty"] = lambda value: json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    return env
+
+
+@dataclass
+class Console:
+    """The console's shared state and helpers, one per app."""
+
+    gate: Gate
+    """A gate over the console's stores (audit off: the console appends its own decision lines)."""
+    people: AccountStore
+    signer: SessionSigner
+    throttle: SignInThrottle
+    env: Any
+
+    @property
+    def stores(self) -> Stores:
+        return self.gate.stores
+
+    def render(self, request: Request, template: str, status: int = 200, /, **context: Any) -> Response:
+        from starlette.responses import HTMLResponse
+
+        def url_for(route: str, /, **params: Any) -> str:
+            return str(request.url_for(route, **params).path)
+
+        html = self.env.get_template(template).render(url_for=url_for, **context)
+        return HTMLResponse(html, status_code=status)
+
+    @staticmethod
+    def secure(request: Request) -> bool:
+        """Whether the request came over https (then cookies are `Secure`)."""
+        return request.url.scheme == "https"
+
+    @staticmethod
+    async def form(request: Request) -> dict[str, str]:
+        """A urlencoded form's fields (first value of each); {} for anything else or too large."""
+        return {key: values[0] for key, values in (await Console.form_lists(request)).items()}
+
+    @staticmethod
+    async def form_lists(request: Request) -> dict[str, list[str]]:
+        """A urlencoded form's fields with every value (repeated names, e.g. array items)."""
+        if not request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+            return {}
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            return {}
+        return parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+
+    async def signed_in(self, request: Request) -> tuple[Session, Account] | None:
+        session = self.signer.read_session(request.cookies.get(SESSION_COOKIE))
+        if session is None:
+            return None
+        account = await self.people.get(session.account)
+        return None if account is None else (session, account)
+
+    @staticmethod
+    def to_sign_in() -> Response:
+        from starlette.responses import RedirectResponse
+
+        return RedirectResponse("/sign-in", status_code=303)
+
+    def guarded(self, page: Page, *, post: bool) -> Callable[[Request], Awaitable[Response]]:
+        """Signed in (else the sign-in page); for a POST, the session's CSRF token (else 403)."""
+
+        async def endpoint(request: Request) -> Response:
+            who = await self.signed_in(request)
+            if who is None:
+                return self.to_sign_in()
+            session, account = who
+            fields: dict[str, str] = {}
+            if post:
+                fields = await self.form(request)
+                if not tokens_match(session.csrf, fields.get("csrf")):
+                    return self.message(
+                        request,
+                        session,
+                        account,
+                        403,
+                        "Refused",
+                        "The form's security token is missing or wrong; reload the page and try again.",
+                    )
+            return await page(request, session, account, fields)
+
+        return endpoint
+
+    def message(
+        self,
+        request: Request,
+        session: Session,
+        account: Account,
+        status: int,
+        title: str,
+        text: str,
+        approval_id: str | None = None,
+    ) -> Response:
+        """A page that says one thing (a refusal, a decision taken) with the right status."""
+        return self.render(
+            request,
+            "message.html",
+            status,
+            title=title,
+            message=text,
+            account=account,
+            csrf=session.csrf,
+            approval_id=approval_id,
+        )
