@@ -46,7 +46,7 @@ EXTRAS: Mapping[str, tuple[str, ...]] = {
     "anthropic": ("anthropic",),
     "openai": ("openai",),
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
-    "console": ("jinja2", "argon2", "itsdangerous", "starlette", "uvicorn"),
+    "console": ("jinja2", "argon2", "itsdangerous", "starlette", "uvicorn", "authlib", "httpx", "jwt"),
 }
 """Import names each extra of `pyproject.toml` provides (tests/packaging checks the two agree)."""
 
