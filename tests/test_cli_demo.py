@@ -62,3 +62,42 @@ def test_demo_renders_for_people_and_nothing_unwanted_happened():
     assert result.exit_code == 0, result.output
     assert "refunds issued: 1" in result.output and "emails sent: 0" in result.output
     assert "hash chain intact" in result.output
+
+
+def test_demo_keep_leaves_one_refund_waiting_for_the_console_and_says_how_to_open_it(tmp_path):
+    import asyncio
+
+    from maitre.demo import console_agent
+    from maitre.stores import open_stores
+
+    folder = tmp_path / "kept"
+    result = CliRunner().invoke(app, ["demo", "--model", "scripted", "--keep", str(folder)])
+    assert result.exit_code == 0, result.output
+    db = folder / "maitre.db"
+    assert f"maitre console --stores {db} --resume-agent maitre.demo:console_agent" in result.output
+    assert "pip install 'maitre[console]'" in result.output
+
+    async def check() -> None:
+        async with await open_stores(str(db)) as stores:
+            pending = await stores.approvals.list(status="pending")
+            assert [(r.tool, r.arguments["order_id"], r.arguments["amount"]) for r in pending] == [
+                ("orders.issue_refund", "A2077", "800.00")
+            ]
+            paused = await stores.runs.list(status="paused")
+            assert [s.run_id for s in paused] == [pending[0].run_id]
+            # the factory the README names resumes it once a person (not the customer) approved
+            agent = console_agent(stores)
+            from maitre import Principal
+
+            manager = Principal(user="maria", tenant="demo", roles=frozenset({"approver"}))
+            await agent.gate.approvals.approve(pending[0].id, manager)
+            run = await agent.resume(pending[0].run_id)
+            assert str(run.status) == "finished" and "A2077" in run.final_text
+
+    asyncio.run(check())
+
+
+def test_demo_keep_and_db_together_are_refused_in_one_line(tmp_path):
+    result = CliRunner().invoke(app, ["demo", "--keep", str(tmp_path), "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2
+    assert "--keep DIR or --db FILE" in result.output

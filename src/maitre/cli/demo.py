@@ -84,8 +84,19 @@ def demo_command(
         None, "--model", help="scripted | anthropic[:M] | openai[:M] | openai-compatible:URL[#M]"
     ),
     db: str | None = typer.Option(None, "--db", help="Keep the store here instead of a temporary folder"),
+    keep: Path | None = typer.Option(
+        None,
+        "--keep",
+        help="Keep the store in this folder (DIR/maitre.db) and leave one refund waiting for the console",
+        file_okay=False,
+    ),
 ) -> None:
     """Tell the seeds' story through the real agent loop, gate and store."""
+    if keep is not None and db is not None:
+        raise CommandError("use --keep DIR or --db FILE, not both", code=2)
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        db = str(keep / "maitre.db")
     console = Console()
     render = _Renderer(console)
     closed: list[bool] = []
@@ -105,7 +116,7 @@ def demo_command(
 
     async def main(path: str) -> dict[str, Any]:
         async with await open_stores(path) as stores:
-            return await run_story(chosen, stores, emit)
+            return await run_story(chosen, stores, emit, leave_waiting=keep is not None)
 
     try:
         if db:
@@ -123,12 +134,32 @@ def demo_command(
         console.rule("[bold]What happened in the world")
         console.print(f"refunds issued: {len(world.refunds)} {world.refunds}")
         console.print(f"emails sent: {len(world.emails)}")
+    if keep is not None and db is not None and not as_json:
+        _console_steps(console, db)
     if failed:
         raise CommandError(
             f"the model could not be used in {len(failed)} chapter(s) ({', '.join(failed)}): check the "
             "key, the model name and the network, or run with --model scripted"
         )
     raise typer.Exit(0 if outcome["audit"].ok else 1)
+
+
+def _console_steps(console: Console, db: str) -> None:
+    """What to type to decide the refund left waiting, in the console, as the demo's manager."""
+    console.rule("[bold]A refund is waiting for you")
+    console.print(
+        "Decide it in the approval console (pip install 'maitre[console]'):", markup=False, highlight=False
+    )
+    for line in (
+        f"maitre console add-user maria --tenant demo --role approver --stores {db}",
+        f"maitre console --stores {db} --resume-agent maitre.demo:console_agent",
+    ):
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        "then open http://127.0.0.1:8765/ and sign in as maria: approve (or edit) the refund and the run "
+        "finishes by itself.",
+        highlight=False,
+    )
 
 
 def _public(event: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ calls, and the events carry no `rule`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -28,6 +29,7 @@ from pydantic import Field
 
 from ..agent import Agent, ApprovalDecision, Limits, Run
 from ..audit import verify_store
+from ..messages import UserMessage
 from ..models import (
     Model,
     ModelRequest,
@@ -54,8 +56,11 @@ __all__ = [
     "ORDERS",
     "OrderId",
     "SYSTEM",
+    "WAITING",
     "WEATHER",
     "build_toolbox",
+    "console_agent",
+    "demo_agent",
     "run_story",
     "scripted_model",
 ]
@@ -92,7 +97,10 @@ EVENTS: dict[str, list[_Event]] = {
         {"name": "Indie music night", "start": "20:00", "outdoor": False, "price_inr": 600},
     ]
 }
-ORDERS = {"A1042": {"status": "shipped", "arrives": "Friday", "total_inr": "1200.00"}}
+ORDERS = {
+    "A1042": {"status": "shipped", "arrives": "Friday", "total_inr": "1200.00"},
+    "A2077": {"status": "delivered", "arrives": "Tuesday", "total_inr": "800.00"},
+}
 City = Annotated[str, Field(pattern=r"^[A-Za-z .'-]{2,40}$", description="City name, e.g. 'Pune'")]
 OrderId = Annotated[
     str, Field(pattern=r"^A[0-9]{4}$", description="Order id: the letter A then 4 digits, like A1042")
@@ -228,7 +236,7 @@ def scripted_model() -> ScriptedModel:
             Rule(
                 "refund: ask",
                 when=last_user_says("refund"),
-                then=lambda r: call("orders.issue_refund", order_id="A1042", amount="1200.00"),
+                then=_refund_call,
             ),
             Rule(
                 "refund: report", when=after_tool("issue_refund", ok=True), then=lambda r: _refund_answer(r)
@@ -261,6 +269,16 @@ def scripted_model() -> ScriptedModel:
         ],
         label=False,
     )
+
+
+def _refund_call(request: ModelRequest) -> Any:
+    """Refund the order the user named (A1042 if none), for the amount named or the order's total."""
+    said = next((m.content for m in reversed(request.messages) if isinstance(m, UserMessage)), "")
+    order = re.search(r"\bA[0-9]{4}\b", said)
+    order_id = order.group(0) if order else "A1042"
+    amount = re.search(r"\b([0-9][0-9,]*)(?:\.[0-9]{1,2})? rupees", said)
+    named = amount.group(1).replace(",", "") + ".00" if amount else None
+    return call("orders.issue_refund", order_id=order_id, amount=named or ORDERS[order_id]["total_inr"])
 
 
 def _order_answer(request: ModelRequest) -> str:
@@ -332,15 +350,19 @@ CHAPTERS = [
 ]
 
 
-async def run_story(model: Model, stores: Stores, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Tell the story; every event goes to `emit`. Returns what happened in the world."""
-    world = DemoWorld()
-    chapter_key = {"value": ""}
+WAITING = Chapter(
+    key="waiting",
+    title="A refund left waiting for you in the console",
+    goal="Order A2077 arrived broken - please refund the 800 rupees.",
+)
+"""The chapter `maitre demo --keep DIR` adds: its refund stays paused until a person decides it."""
 
-    def on_event(event: dict[str, Any]) -> None:
-        emit({**event, "chapter": chapter_key["value"], **_rule_of(model, event)})
 
-    agent = Agent(
+def demo_agent(
+    model: Model, stores: Stores, world: DemoWorld, on_event: Callable[[dict[str, Any]], None] | None = None
+) -> Agent:
+    """The demo's agent: its tools acting on `world`, its system prompt and limits, over `stores`."""
+    return Agent(
         model,
         build_toolbox(world),
         stores=stores,
@@ -349,8 +371,30 @@ async def run_story(model: Model, stores: Stores, emit: Callable[[dict[str, Any]
         on_event=on_event,
         name="maitre-demo",
     )
+
+
+def console_agent(stores: Stores) -> Agent:
+    """The agent `maitre console --resume-agent maitre.demo:console_agent` resumes the demo's runs
+    with, once a person decided in the console: the same tools and (offline) scripted model."""
+    return demo_agent(scripted_model(), stores, DemoWorld())
+
+
+async def run_story(
+    model: Model, stores: Stores, emit: Callable[[dict[str, Any]], None], *, leave_waiting: bool = False
+) -> dict[str, Any]:
+    """Tell the story; every event goes to `emit`. Returns what happened in the world.
+
+    With `leave_waiting`, a last refund (`WAITING`) pauses for approval and is left paused, so a
+    person can decide it in the console."""
+    world = DemoWorld()
+    chapter_key = {"value": ""}
+
+    def on_event(event: dict[str, Any]) -> None:
+        emit({**event, "chapter": chapter_key["value"], **_rule_of(model, event)})
+
+    agent = demo_agent(model, stores, world, on_event)
     runs: dict[str, Run] = {}
-    for chapter in CHAPTERS:
+    for chapter in [*CHAPTERS, *([WAITING] if leave_waiting else [])]:
         chapter_key["value"] = chapter.key
         emit({"type": "chapter", "chapter": chapter.key, "title": chapter.title, "goal": chapter.goal})
         run = await agent.run(chapter.goal, CUSTOMER)
