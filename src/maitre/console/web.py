@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..stores import Stores
     from .accounts import Account, AccountStore
 
-__all__ = ["HERE", "MAX_FORM_BYTES", "SESSION_COOKIE", "SIGNIN_COOKIE", "Console", "Page"]
+__all__ = ["Console", "HERE", "MAX_FORM_BYTES", "Page", "SESSION_COOKIE", "SIGNIN_COOKIE", "environment"]
 
 SESSION_COOKIE = "maitre_console"
 SIGNIN_COOKIE = "maitre_console_signin"

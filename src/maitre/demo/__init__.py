@@ -13,8 +13,8 @@ from .story import (
 
 __all__ = [
     "CHAPTERS",
-    "WAITING",
     "DemoWorld",
+    "WAITING",
     "build_toolbox",
     "console_agent",
     "demo_agent",
