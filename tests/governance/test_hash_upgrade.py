@@ -129,9 +129,20 @@ def db(tmp_path: Path) -> str:
 
 
 def _schema_v2_stores(path: str) -> Stores:
-    """The stores on a file at gate schema version 2, the last one that wrote version-1 hashes."""
+    """The stores on a file at gate schema version 2, the last one that wrote version-1 hashes.
+
+    Today's approval store writes the approval-context columns of version 4, so the file gets them
+    too (empty, as an upgraded row has them; `tests/stores/test_approval_context.py` upgrades a
+    table without them)."""
     engine = SQLiteEngine(path)
-    engine.migrate_now(dataclasses.replace(GATE_SCHEMA, migrations=GATE_SCHEMA.migrations[:2]))
+    context_columns = GATE_SCHEMA.migrations[3].add_columns
+    engine.migrate_now(
+        dataclasses.replace(
+            GATE_SCHEMA,
+            migrations=GATE_SCHEMA.migrations[:2],
+            repair_columns=(*GATE_SCHEMA.repair_columns, *context_columns),
+        )
+    )
     return Stores(
         approvals=SQLApprovalStore(engine),
         idempotency=SQLIdempotencyStore(engine),

@@ -13,6 +13,7 @@ so the log says who let a call run, not only that it ran.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, get_args
@@ -37,6 +38,7 @@ __all__ = [
     "approvals_approve",
     "approvals_deny",
     "approvals_list",
+    "approvals_show",
     "audit_app",
     "audit_show",
     "audit_verify",
@@ -92,7 +94,7 @@ def approvals_list(
 
     requests = run_on_stores(store_url(db), job)
     if as_json:
-        typer.echo(json.dumps([r.__dict__ for r in requests], indent=2, default=str))
+        typer.echo(json.dumps([_as_json(r) for r in requests], indent=2, default=str))
         return
     table = Table(title=f"{len(requests)} approval requests ({status})")
     width = max((len(r.id) for r in requests), default=2)
@@ -105,6 +107,69 @@ def approvals_list(
         row += [r.status] if status == "all" else []
         table.add_row(*row, _when(r.expires_at))
     wide_console(wide).print(table)
+
+
+def _as_json(request: ApprovalRequest) -> dict[str, Any]:
+    """Every field of a request, JSON-ready (the taint source as an object, not its repr)."""
+    return dataclasses.asdict(request)
+
+
+def _show_lines(r: ApprovalRequest) -> list[tuple[str, str]]:
+    """The labelled lines of `approvals show`: what a person needs to decide, the decision if any."""
+    lines = [
+        ("id", r.id),
+        ("tool", r.tool),
+        ("status", r.status),
+        ("requester", f"{r.tenant}/{r.user}"),
+        ("run", r.run_id or "none (a call outside any run)"),
+    ]
+    if r.rule:
+        lines.append(("rule", r.rule))
+    lines.append(("reason", r.reason))
+    if r.effect is not None or r.risk is not None:
+        lines.append(("effect", f"{r.effect or '?'}, risk {r.risk or '?'}"))
+    if r.taint is not None:
+        lines.append(("tainted by", f"{r.taint.tool} (call {r.taint.call_id}, at {_when(r.taint.at)})"))
+    lines += [
+        ("arguments", json.dumps(r.arguments, ensure_ascii=False)),
+        ("call hash", r.call_hash),
+        ("created", _when(r.created_at)),
+        ("expires", _when(r.expires_at)),
+    ]
+    if r.approver is not None:
+        lines += [("approver", r.approver), ("decided", _when(r.decided_at))]
+    if r.message is not None:
+        lines.append(("message", r.message))
+    if r.edited_arguments is not None:
+        lines.append(("edited to", json.dumps(r.edited_arguments, ensure_ascii=False)))
+    if r.used_at is not None:
+        lines.append(("used", _when(r.used_at)))
+    return lines
+
+
+@approvals_app.command("show")
+def approvals_show(
+    approval_id: str = typer.Argument(..., help="The approval request id (apr_...)"),
+    db: str | None = STORES,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (every field)"),
+) -> None:
+    """Print one approval request: who asked, the rule that asked, effect and risk, taint, arguments."""
+
+    async def job(stores: Stores) -> ApprovalRequest | None:
+        return await stores.approvals.get(approval_id)
+
+    request = run_on_stores(store_url(db), job)
+    if request is None:
+        raise CommandError(
+            f"no approval request {approval_id} in that store: copy the id from `maitre approvals list`",
+            code=2,
+        )
+    if as_json:
+        typer.echo(json.dumps(_as_json(request), indent=2, default=str))
+        return
+    for label, value in _show_lines(request):
+        # Values are written by models and tools: printed as text, never read as console markup.
+        console.print(f"{label:<11}{value}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _decision_entry(request: ApprovalRequest, account: str) -> AuditEntry:

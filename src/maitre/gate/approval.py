@@ -160,6 +160,7 @@ async def _request(
     assert tool is not None
     policy = ctx.policy
     reason = (policy.reason if policy is not None else "") or "policy requires approval"
+    run = ctx.run
     request = ApprovalRequest(
         id="apr_" + secrets.token_urlsafe(16),
         tool=tool.name,
@@ -171,6 +172,10 @@ async def _request(
         reason=reason + (f" ({note})" if note else ""),
         created_at=now,
         expires_at=now + ctx.gate.approval_ttl_s,
+        rule=policy.rule if policy is not None else "",
+        taint=run.taint_source if run.tainted else None,
+        effect=tool.effect.value,
+        risk=tool.risk.value,
     )
     await ctx.gate.stores.approvals.create(request)
     ctx.approval_id = request.id
@@ -180,9 +185,17 @@ async def _request(
 
 
 def ticket(ctx: CallContext, request: ApprovalRequest) -> ApprovalTicket:
-    """The typed ticket a door reads from an APPROVAL_REQUIRED result."""
-    policy = ctx.policy
-    rule = policy.rule if policy is not None else ""
+    """The typed ticket a door reads from an APPROVAL_REQUIRED result, told by the stored request.
+
+    Its rule is the one stored with the request, and its taint the request's taint source when that
+    rule is `taint` (the ticket names taint only when it is why). A request stored before the rule
+    was kept falls back to this call's policy decision and run.
+    """
+    if request.rule:
+        rule, taint = request.rule, request.taint
+    else:
+        policy = ctx.policy
+        rule, taint = (policy.rule if policy is not None else ""), ctx.run.taint_source
     return ApprovalTicket(
         approval_id=request.id,
         tool=request.tool,
@@ -193,7 +206,7 @@ def ticket(ctx: CallContext, request: ApprovalRequest) -> ApprovalTicket:
         expires_at=request.expires_at,
         principal=ctx.principal,
         run_id=request.run_id,
-        taint=ctx.run.taint_source if rule == "taint" else None,
+        taint=taint if rule == "taint" else None,
     )
 
 

@@ -22,6 +22,7 @@ from maitre.storage.base import (
     effective_status,
     not_decidable,
 )
+from maitre.types import TaintSource
 
 __all__ = [
     "APPROVAL_COLUMNS",
@@ -67,7 +68,13 @@ APPROVAL_COLUMNS = (
     "edited_arguments",
     "approved_hash",
     "used_at",
+    "policy_rule",
+    "taint",
+    "effect",
+    "risk",
 )
+"""The `approvals` columns in row order; the last four (schema version 4) are NULL in a row written
+before them, and read as the record's defaults."""
 
 DECISION_COLUMNS = ("status", "approver", "decided_at", "message", "edited_arguments", "approved_hash")
 """The approval columns a decision sets (the keys of `decision_fields`), in `decision_row` order."""
@@ -136,6 +143,10 @@ def approval_to_row(r: ApprovalRequest) -> tuple[Any, ...]:
         None if r.edited_arguments is None else dump_json(r.edited_arguments),
         r.approved_hash,
         r.used_at,
+        r.rule,
+        None if r.taint is None else dump_json(r.taint.to_dict()),
+        r.effect,
+        r.risk,
     )
 
 
@@ -159,6 +170,10 @@ def approval_from_row(row: Sequence[Any], now: float) -> ApprovalRequest:
         edited,
         approved_hash,
         used_at,
+        rule,
+        taint,
+        effect,
+        risk,
     ) = row
     return ApprovalRequest(
         id=id_,
@@ -178,6 +193,10 @@ def approval_from_row(row: Sequence[Any], now: float) -> ApprovalRequest:
         edited_arguments=load_json(edited),
         approved_hash=approved_hash,
         used_at=used_at,
+        rule=rule or "",
+        taint=None if taint is None else TaintSource.from_dict(load_json(taint)),
+        effect=effect,
+        risk=risk,
     )
 
 

@@ -33,6 +33,7 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from maitre.audit.chain import GENESIS_HASH, AuditEntry, seal
 from maitre.exceptions import StoreError
+from maitre.types import TaintSource
 
 __all__ = [
     "AlreadyExistsError",
@@ -122,7 +123,7 @@ class ApprovalRequest:
     run_id: str | None = None
     """The paused run, if any."""
     reason: str = ""
-    """Why approval is needed (the policy rule), shown to the approver."""
+    """Why approval is needed, in words (the policy decision's reason), shown to the approver."""
     created_at: float
     """Unix time the request was made."""
     expires_at: float
@@ -141,6 +142,17 @@ class ApprovalRequest:
     """The only call hash this approval may be used for (`call_hash` unless arguments were edited)."""
     used_at: float | None = None
     """When the approval was consumed by an execution."""
+    rule: str = ""
+    """The policy rule that asked (`risk-matrix`, `taint`, `tool`, ...; `ApprovalTicket.rule`).
+    Empty for a request stored before the rule was kept."""
+    taint: TaintSource | None = None
+    """The untrusted result that tainted the run, whenever the run was tainted when the request was
+    made, whatever rule asked (an approver judges any request better knowing what untrusted content
+    the model had read). None for an untainted run, or a request stored before taint was kept."""
+    effect: str | None = None
+    """The tool's declared effect when the request was made (`read`, `write`, `destructive`)."""
+    risk: str | None = None
+    """The tool's declared risk level when the request was made (`low` ... `critical`)."""
 
     @property
     def approved_arguments(self) -> dict[str, Any]:

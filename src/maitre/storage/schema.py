@@ -6,8 +6,13 @@ issue 10); version 3 is the hash-format change (issue 11: RFC 8785, `h2:` call h
 A database upgraded from 1 or 2 may still hold version-1 keys and hashes, so the upgrade writes the
 row `(gate.hash_v1, 1)` into `maitre_schema` and the gate keeps looking old keys up there; a database
 created at version 3 has no such row and never pays for that look-up (`HASH_V1_MARK`). Version 3
-also makes a maitre that predates the change refuse the database, so it can never add old keys. A new step is appended here and never edited once released. The DDL per dialect stays
-as it was written, so a new database has exactly the shape an upgraded one has.
+also makes a maitre that predates the change refuse the database, so it can never add old keys.
+Version 4 keeps what an approver needs beside each approval request (issue 13): the policy rule that
+asked, the taint source, and the tool's effect and risk; rows written before it read with the
+defaults (no rule, no taint, effect and risk unknown).
+
+A new step is appended here and never edited once released. The DDL per dialect stays as it was
+written, so a new database has exactly the shape an upgraded one has.
 
 The audit table refuses UPDATE and DELETE (and, on Postgres, TRUNCATE) with triggers. Someone with
 the file or a superuser can drop them; `maitre.audit.verify` is what detects that.
@@ -96,6 +101,14 @@ _POSTGRES_V1 = (
 
 _OWNER = ("idempotency", "owner", "TEXT")
 
+_APPROVAL_CONTEXT = (
+    ("approvals", "policy_rule", "TEXT"),
+    ("approvals", "taint", "TEXT"),
+    ("approvals", "effect", "TEXT"),
+    ("approvals", "risk", "TEXT"),
+)
+"""The approval request's context for its approver (version 4); `taint` is `TaintSource` as JSON."""
+
 HASH_V1_MARK = "gate.hash_v1"
 """The `maitre_schema` component row that says a database may hold version-1 hashes."""
 
@@ -116,6 +129,7 @@ GATE_SCHEMA = Schema(
         Migration(version=1, sqlite=_SQLITE_V1, postgres=_POSTGRES_V1),
         Migration(version=2, add_columns=(_OWNER,)),
         Migration(version=3, upgrade=_MARK_HASH_V1),
+        Migration(version=4, add_columns=_APPROVAL_CONTEXT),
     ),
     tables=GATE_TABLES,
     legacy_version=_legacy_version,
