@@ -22,6 +22,12 @@ for `ttl_s`, fetched again when a token names a `kid` the cached set lacks (key 
 not more often than every `min_refresh_s`, so tokens with made-up `kid`s cannot make the server
 hammer the issuer. The response size and the number of keys are bounded; a failed fetch keeps
 the keys already known (and is logged). Plain `http://` is accepted only for a loopback issuer.
+
+Claims become a principal in one place, `principal_from_claims`, which the approval console's
+OIDC sign-in uses too: a person signed in to the console is named, given a tenant and roles by
+the same rule as the bearer of a token at the MCP door, so self-approval compares one identity.
+The MCP SDK is imported only where it is used (`SdkTokenVerifier`, `principal_from_request`), so
+the console can verify ID tokens with `JWTVerifier` without the `mcp` extra.
 """
 
 from __future__ import annotations
@@ -31,27 +37,31 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
 import httpx
 import jwt
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.provider import AccessToken, TokenVerifier
 
 from ..config import check_jwt_algorithms
 from ..exceptions import UserError
 from ..types import Principal
 
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken
+
 __all__ = [
     "BearerVerifier",
     "JWKSKeys",
     "JWTVerifier",
+    "MissingClaim",
     "PRINCIPAL_CLAIM",
     "SdkTokenVerifier",
     "StaticTokens",
+    "claim_list",
+    "principal_from_claims",
     "principal_from_request",
 ]
 
@@ -69,12 +79,60 @@ class BearerVerifier(Protocol):
     async def verify(self, token: str) -> Principal | None: ...
 
 
+class MissingClaim(ValueError):
+    """A verified token lacks a claim the principal needs (the user's name or the tenant)."""
+
+    def __init__(self, claims: Sequence[str]) -> None:
+        names = " or ".join(repr(c) for c in claims)
+        super().__init__(f"the token has no {names} claim")
+        self.claims = tuple(claims)
+        """The claims looked for, in order."""
+
+
+def claim_list(value: Any) -> list[str]:
+    """A claim holding several names: a JSON list, or one space-separated string (as `scope` is)."""
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list | tuple):
+        return [str(item) for item in value if isinstance(item, str | int) and not isinstance(item, bool)]
+    return []
+
+
+def principal_from_claims(
+    claims: Mapping[str, Any],
+    *,
+    user_claims: Sequence[str] = ("sub",),
+    tenant_claim: str = "tenant",
+    roles_claim: str = "roles",
+    default_tenant: str | None = None,
+) -> Principal:
+    """The principal a verified token names; raises `MissingClaim` without a user or a tenant.
+
+    The user is the first of `user_claims` that holds a non-empty string (the MCP door: `sub`);
+    the tenant is `tenant_claim` (else `default_tenant`); roles are `roles_claim` and scopes are
+    `scope` (space separated) and `scp` (a list or a string), see `claim_list`.
+    """
+    user = next((v for c in user_claims if isinstance(v := claims.get(c), str) and v.strip()), None)
+    if user is None:
+        raise MissingClaim(user_claims)
+    tenant = claims.get(tenant_claim, default_tenant)
+    if not isinstance(tenant, str) or not tenant.strip():
+        raise MissingClaim((tenant_claim,))
+    return Principal(
+        user=user,
+        tenant=tenant,
+        scopes=frozenset(_scopes(claims)),
+        roles=frozenset(claim_list(claims.get(roles_claim))),
+    )
+
+
 @dataclass(kw_only=True)
 class JWTVerifier:
     """Verify JWT access tokens with pyjwt: signature, `iss`, `aud`, `exp` (required), `nbf`.
 
-    Claims map to the principal: `sub` → user, `tenant_claim` → tenant (default `tenant`),
-    `scope` (space separated) or `scp` (list) → scopes, `roles` → roles.
+    Claims map to the principal with `principal_from_claims`: `sub` → user, `tenant_claim` →
+    tenant (default `tenant`), `scope` (space separated) or `scp` (list) → scopes, `roles_claim`
+    (a list or a space-separated string) → roles.
     """
 
     key: Any
@@ -91,6 +149,8 @@ class JWTVerifier:
     tenant_claim: str = "tenant"
     default_tenant: str | None = None
     """Tenant when the token has no tenant claim; None refuses such tokens."""
+    roles_claim: str = "roles"
+    """The claim that holds the caller's roles."""
 
     def __post_init__(self) -> None:
         try:
@@ -108,44 +168,52 @@ class JWTVerifier:
                 " use a longer random secret or an asymmetric algorithm (RS256, ES256, EdDSA)"
             )
 
-    async def verify(self, token: str) -> Principal | None:
+    async def decode(self, token: str) -> dict[str, Any]:
+        """The token's claims once its signature, `iss`, `aud`, `exp` and `nbf` are checked.
+
+        Raises pyjwt's own error for a refused token (`jwt.InvalidAudienceError`,
+        `jwt.ExpiredSignatureError`, `jwt.InvalidSignatureError`, ...; an algorithm this verifier
+        does not accept is `jwt.InvalidAlgorithmError`, a `kid` the issuer's JWKS lacks is
+        `jwt.InvalidKeyError`), so a caller can say why.
+        """
         key = self.key
+        if isinstance(key, JWKSKeys):
+            header = jwt.get_unverified_header(token)
+            alg = header.get("alg")
+            if not isinstance(alg, str) or alg not in self.algorithms:
+                raise jwt.InvalidAlgorithmError(f"algorithm {alg!r} not accepted")
+            kid = header.get("kid")
+            key = await key.key(kid if isinstance(kid, str) else None, alg)
+            if key is None:
+                raise jwt.InvalidKeyError(f"no key {kid!r} in the issuer's JWKS")
+        elif isinstance(key, jwt.PyJWKClient):
+            key = (await anyio.to_thread.run_sync(key.get_signing_key_from_jwt, token)).key
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            key,
+            algorithms=list(self.algorithms),
+            audience=self.audience,
+            issuer=self.issuer,
+            leeway=self.leeway_s,
+            options={"require": ["exp", "iss", "aud", "sub"]},
+        )
+        return claims
+
+    async def verify(self, token: str) -> Principal | None:
         try:
-            if isinstance(key, JWKSKeys):
-                header = jwt.get_unverified_header(token)
-                alg = header.get("alg")
-                if not isinstance(alg, str) or alg not in self.algorithms:
-                    logger.info("bearer token refused: algorithm %r not accepted", alg)
-                    return None
-                kid = header.get("kid")
-                key = await key.key(kid if isinstance(kid, str) else None, alg)
-                if key is None:
-                    logger.info("bearer token refused: no key %r in the issuer's JWKS", kid)
-                    return None
-            elif isinstance(key, jwt.PyJWKClient):
-                key = (await anyio.to_thread.run_sync(key.get_signing_key_from_jwt, token)).key
-            claims = jwt.decode(
-                token,
-                key,
-                algorithms=list(self.algorithms),
-                audience=self.audience,
-                issuer=self.issuer,
-                leeway=self.leeway_s,
-                options={"require": ["exp", "iss", "aud", "sub"]},
+            claims = await self.decode(token)
+            return principal_from_claims(
+                claims,
+                tenant_claim=self.tenant_claim,
+                roles_claim=self.roles_claim,
+                default_tenant=self.default_tenant,
             )
         except jwt.PyJWTError as exc:
-            logger.info("bearer token refused: %s", type(exc).__name__)
+            logger.info("bearer token refused: %s (%s)", type(exc).__name__, exc)
             return None
-        tenant = claims.get(self.tenant_claim, self.default_tenant)
-        if not isinstance(tenant, str) or not tenant:
-            logger.info("bearer token refused: no %r claim", self.tenant_claim)
+        except MissingClaim as exc:
+            logger.info("bearer token refused: %s", exc)
             return None
-        return Principal(
-            user=str(claims["sub"]),
-            tenant=tenant,
-            scopes=frozenset(_scopes(claims)),
-            roles=frozenset(str(r) for r in claims.get("roles") or ()),
-        )
 
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -287,8 +355,9 @@ class StaticTokens:
         return self.tokens.get(token)
 
 
-class SdkTokenVerifier(TokenVerifier):
-    """Adapts a `BearerVerifier` to the SDK's `TokenVerifier`, carrying the principal in the claims."""
+class SdkTokenVerifier:
+    """Adapts a `BearerVerifier` to the SDK's `TokenVerifier` (a protocol), carrying the principal in
+    the claims."""
 
     def __init__(
         self, verifier: BearerVerifier, *, client_id: Callable[[Principal], str] | None = None
@@ -297,6 +366,8 @@ class SdkTokenVerifier(TokenVerifier):
         self._client_id = client_id or (lambda p: f"{p.tenant}/{p.user}")
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        from mcp.server.auth.provider import AccessToken
+
         principal = await self.verifier.verify(token)
         if principal is None:
             return None
@@ -311,6 +382,8 @@ class SdkTokenVerifier(TokenVerifier):
 
 def principal_from_request() -> Principal | None:
     """The principal of the HTTP request being served (None when it was not authenticated)."""
+    from mcp.server.auth.middleware.auth_context import get_access_token
+
     token = get_access_token()
     if token is None or not token.claims or PRINCIPAL_CLAIM not in token.claims:
         return None
