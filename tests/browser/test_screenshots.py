@@ -1,0 +1,39 @@
+"""The pictures the README shows, taken from the real console at 1280x900 with fixed content."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from playwright.sync_api import expect
+
+from .conftest import ARTEFACTS, People, World, screenshot
+
+ASKS = [
+    ("run_support_0001", "carol", "please refund 1200.00 on A1042, the parcel arrived damaged"),
+    ("run_support_0002", "carol", "please refund 349.50 on A1077, charged twice"),
+    ("run_billing_0003", "alice", "please refund 89.99 on A2210, wrong size sent"),
+]
+
+
+def size_of(png: Path) -> tuple[int, int]:
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_the_inbox_and_a_request_page_as_screenshots(world: World, people: People) -> None:
+    runs = [world.start_run(goal, user=user, run_id=run_id) for run_id, user, goal in ASKS]
+    page = people.signed_in("bob")
+    rows = page.locator("tbody tr")
+    expect(rows).to_have_count(3)
+    for run_id, _, _ in ASKS:
+        expect(page.get_by_text(run_id)).to_be_visible()
+    shot = screenshot(page, "inbox")
+    assert size_of(ARTEFACTS / "inbox.png") == (1280, 900) == size_of(shot)
+    page.goto(f"/approvals/{runs[0].pending[0].approval_id}")
+    expect(page.get_by_role("heading", name="issue_refund")).to_be_visible()
+    expect(page.get_by_text('"1200.00"').first).to_be_visible()
+    shot = screenshot(page, "request")
+    assert size_of(ARTEFACTS / "request.png") == (1280, 900) == size_of(shot)
