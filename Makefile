@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
 
-.PHONY: demo test bench lint fmt clean
+.PHONY: demo test bench lint fmt clean screenshots
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP)
 	$(BIN)/ruff format --check --quiet src tests examples benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# Rewrite docs/console/*.png (the README's pictures) from the browser tests; `make test` leaves them be.
+screenshots: $(STAMP)
+	MAITRE_SCREENSHOTS=docs $(BIN)/python -m pytest tests/browser/test_screenshots.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -33,7 +33,7 @@ def test_signing_in_with_a_local_account_opens_the_inbox_with_an_httponly_sessio
 def test_a_second_person_denies_with_a_message_and_the_model_reads_it(world: World, people: People) -> None:
     run = world.start_run("please refund 1200.00 on A1042", user="carol")
     (pending,) = run.pending
-    page = people.signed_in("alice")
+    page = people.signed_in("alice", javascript=False)  # every page works without JavaScript
     page.get_by_role("link", name="issue_refund").click()
     page.get_by_label("Message to the model").fill("A1042 is outside the refund window; offer a voucher")
     page.get_by_role("button", name="Deny").click()
