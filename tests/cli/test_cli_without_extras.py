@@ -104,7 +104,7 @@ def test_core_commands_work_and_the_others_name_their_extra(tmp_path: Path):
 
         def run(*args):
             result = CliRunner().invoke(app, list(args))
-            return [result.exit_code, type(result.exception).__name__, result.stdout[-300:], result.stderr]
+            return [result.exit_code, type(result.exception).__name__, result.stdout[-1000:], result.stderr]
 
         out = {
             "demo": run("demo", "--json", "--db", "demo.db"),
