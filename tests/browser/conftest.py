@@ -145,6 +145,8 @@ class World:
     stores: Any
     shop: Shop
     url: str
+    db: Path
+    """The SQLite file the console and the agents share."""
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`await fn(*args)` on the console's loop, from the test."""
@@ -212,8 +214,9 @@ def world(browser: Any, tmp_path: Path) -> Iterator[World]:
     from maitre.stores import open_stores
 
     shop = make_shop()
+    db = tmp_path / "console.db"
     with start_blocking_portal() as portal:
-        stores = portal.call(open_stores, str(tmp_path / "console.db"))
+        stores = portal.call(open_stores, str(db))
         people = account_store(stores)
         for name, tenant, roles in PEOPLE:
             account = Account(name=name, tenant=tenant, roles=frozenset(roles), password_hash=password_hash())
@@ -229,7 +232,7 @@ def world(browser: Any, tmp_path: Path) -> Iterator[World]:
             assert time.monotonic() < deadline, "the console did not start"
             time.sleep(0.01)
         try:
-            yield World(portal=portal, stores=stores, shop=shop, url=f"http://127.0.0.1:{port}")
+            yield World(portal=portal, stores=stores, shop=shop, url=f"http://127.0.0.1:{port}", db=db)
         finally:
             server.should_exit = True
             served.result(timeout=10)

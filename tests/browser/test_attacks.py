@@ -89,3 +89,13 @@ def test_every_page_carries_a_strict_csp_that_the_browser_enforces(world: World,
     )
     assert ran == [None, None]  # an injected inline script or handler is refused by the browser
     assert any("Content Security Policy" in text for text in violations), violations
+
+
+def test_script_in_what_the_user_asked_is_text_on_the_run_pages(world: World, people: People) -> None:
+    run = world.start_run(f"please refund 10.00 on A1042 {SCRIPT} {ATTRIBUTE}", user="carol")
+    page = people.signed_in("bob")
+    for path in (f"/runs/{run.id}", f"/approvals/{run.pending[0].approval_id}", "/runs"):
+        page.goto(path)
+        no_script_ran(page)
+    page.goto(f"/runs/{run.id}")
+    expect(page.get_by_text(f"please refund 10.00 on A1042 {SCRIPT} {ATTRIBUTE}").first).to_be_visible()

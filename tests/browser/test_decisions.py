@@ -69,6 +69,13 @@ def test_another_tenants_approver_sees_nothing_and_cannot_open_the_request(
         page.get_by_text("issue_refund").count() == 0
         and page.get_by_role("button", name="Approve").count() == 0
     )
+    page.goto("/runs")
+    expect(page.get_by_text("No runs in tenant evil.")).to_be_visible()
+    response = page.goto(f"/runs/{run.id}")
+    assert response is not None and response.status == 404
+    page.goto("/audit")
+    expect(page.get_by_role("heading", name="Entries of tenant evil")).to_be_visible()
+    assert page.get_by_text(run.id).count() == 0 and page.get_by_text("issue_refund").count() == 0
     assert world.approval(approval_id).status == "pending"
 
 

@@ -23,7 +23,7 @@ def size_of(png: Path) -> tuple[int, int]:
     return width, height
 
 
-def test_the_inbox_and_a_request_page_as_screenshots(world: World, people: People) -> None:
+def test_the_inbox_a_request_page_and_a_run_page_as_screenshots(world: World, people: People) -> None:
     runs = [world.start_run(goal, user=user, run_id=run_id) for run_id, user, goal in ASKS]
     page = people.signed_in("bob")
     rows = page.locator("tbody tr")
@@ -37,3 +37,12 @@ def test_the_inbox_and_a_request_page_as_screenshots(world: World, people: Peopl
     expect(page.get_by_text('"1200.00"').first).to_be_visible()
     shot = screenshot(page, "request")
     assert size_of(ARTEFACTS / "request.png") == (1280, 900) == size_of(shot)
+    page.get_by_label("Note").fill("checked with the warehouse: the parcel was damaged")
+    page.get_by_role("button", name="Approve").click()
+    expect(page.get_by_role("heading", name="Approved")).to_be_visible()
+    finished = world.call(world.agent().resume, runs[0].id)
+    assert finished.status.value == "finished" and world.shop.refunds == [("A1042", "1200.00")]
+    page.goto(f"/runs/{runs[0].id}")
+    expect(page.get_by_text("Refunded 1200.00 INR for A1042.").first).to_be_visible()
+    shot = screenshot(page, "run")
+    assert size_of(ARTEFACTS / "run.png") == (1280, 900) == size_of(shot)
