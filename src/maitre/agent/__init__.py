@@ -12,6 +12,7 @@ from .loop import Agent, ApprovalDecision
 from .messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from .notes import notes_toolbox
 from .run import PendingCall, Run, RunStatus
+from .worker import ResumeWorker
 
 __all__ = [
     "Agent",
@@ -21,6 +22,7 @@ __all__ = [
     "Limits",
     "Message",
     "PendingCall",
+    "ResumeWorker",
     "Run",
     "RunStatus",
     "StopReason",

@@ -9,7 +9,8 @@ Concerns: approvals, idempotency, audit, result handles, runs, rate limits (and 
 - `approvals`, `idempotency`, `audit`, `handles`, `runs`, `rate_limits`, `tasks`: each concern once,
   in portable SQL over any engine; `schema`: the gate's tables as versioned migrations;
 - `memory`: the in-process stores, plain Python (no engine; see its docstring for why);
-- `sqlite`, `postgres`: the `Stores` bundles on one file / one schema.
+- `sqlite`, `postgres`: the `Stores` bundles on one file / one schema;
+- `claims`: leases on runs for resume workers (`claim_store(stores)`), beside the gate's tables.
 
 `maitre.stores` is the older import path and re-exports this package.
 
@@ -26,8 +27,9 @@ Concerns: approvals, idempotency, audit, result handles, runs, rate limits (and 
 `rate_limits_url="redis://host:6379/0"` swaps the rate limiter for `RedisRateLimiter`.
 
 Layer: core. The stores import `maitre.audit` (to seal entries) and the core's data types, never
-a door (`agent`, `models`, `mcp`, `memory`, `search`, `cli`) nor the gate; `maitre.audit` does not
-import them. See `maitre` for the layer rules. The Postgres and Redis modules are imported only
+a door (`agent`, `models`, `mcp`, `memory`, `search`, `cli`) nor the gate - except `claims`, which
+applies the gate's dead-owner rule (`maitre.gate.owners`, pure, imported when a claim is taken);
+`maitre.audit` does not import them. See `maitre` for the layer rules. The Postgres and Redis modules are imported only
 when asked for, so their drivers stay optional.
 
 From synchronous code (the CLI), run the whole job in one `anyio.run`:
@@ -66,6 +68,7 @@ from maitre.storage.base import (
     StoreError,
     Stores,
 )
+from maitre.storage.claims import Claim, ClaimStore, claim_store
 from maitre.storage.engine.sqlite import Synchronous
 from maitre.storage.memory import MemoryStores
 from maitre.storage.sqlite import SQLiteStores
@@ -82,6 +85,8 @@ __all__ = [
     "ApprovalStore",
     "AuditEntry",
     "AuditStore",
+    "Claim",
+    "ClaimStore",
     "HandleData",
     "HandleStore",
     "IdempotencyRecord",
@@ -99,6 +104,7 @@ __all__ = [
     "StoreBusyError",
     "StoreError",
     "Stores",
+    "claim_store",
     "open_stores",
 ]
 

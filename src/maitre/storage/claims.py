@@ -1,0 +1,273 @@
+"""Leases on runs: which worker process is resuming a run right now, so no two ever resume it together.
+
+A worker `claim`s a run before it touches it and `release`s it when done; while the work lasts it
+`renew`s the lease. A claim is taken, in one guarded statement, when the run is unclaimed or its
+lease has passed:
+
+    INSERT ... ON CONFLICT (run_id) DO UPDATE SET ... WHERE lease_until <= now
+
+so of several processes claiming at once exactly one sees a row change. A claim whose lease still
+runs is taken over only when its owner is dead by the rule the gate applies to in-flight
+idempotency keys (`maitre.gate.owners`: same host, boot and pid namespace, and the process is gone
+or its pid was reused); the take-over matches the exact claim that was read (its token), so it too
+goes to one process at most. An owner on another host is never "dead" from here: only its lease
+ends its claim.
+
+Every claim carries a random `token`: `renew` and `release` act only on the claim they were given,
+so a worker whose lease ran out and was taken over cannot release its successor's claim, and two
+workers of one process (one owner record) still exclude each other.
+
+The table is `maitre_run_claims`, component `run_claims` in `maitre_schema`, beside the gate's
+tables in the stores' own database (SQLite or Postgres) and migrated on first use; in-memory stores
+get a dict. `claim_store(stores)` returns the one for a `Stores`.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import sqlite3
+import threading
+import time
+import weakref
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, runtime_checkable
+
+import anyio
+
+from maitre.storage.base import now_or
+from maitre.storage.engine.base import Engine, Migration, Schema
+from maitre.storage.engine.sqlite import _is_busy
+
+__all__ = [
+    "CLAIMS_SCHEMA",
+    "Claim",
+    "ClaimStore",
+    "MemoryClaimStore",
+    "SQLClaimStore",
+    "claim_store",
+]
+
+_TABLE = """CREATE TABLE IF NOT EXISTS {s}.maitre_run_claims (
+    run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, token TEXT NOT NULL, claimed_at {REAL} NOT NULL,
+    lease_until {REAL} NOT NULL)"""
+
+CLAIMS_SCHEMA = Schema(
+    component="run_claims",
+    migrations=(Migration(version=1, statements=(_TABLE,)),),
+    tables=frozenset({"maitre_run_claims"}),
+)
+"""The claims table, as forward migrations."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """A run held by one worker until `lease_until` (or until it is released)."""
+
+    run_id: str
+    """The run held."""
+    owner: str
+    """The holding process, as `maitre.gate.owners.current_owner()` writes it."""
+    token: str
+    """Random per claim: what `renew` and `release` match, so they act on this claim only."""
+    claimed_at: float
+    """Unix time the claim was taken."""
+    lease_until: float
+    """After this the claim is free for anyone, alive or not."""
+
+
+@runtime_checkable
+class ClaimStore(Protocol):
+    """**Protocol:** leases on runs, exclusive across every process sharing the store."""
+
+    async def claim(
+        self, run_id: str, *, lease_s: float, owner: str | None = None, now: float | None = None
+    ) -> Claim | None:
+        """Take `run_id` for `lease_s` seconds: when unclaimed, when its lease has passed, or when its
+        owner is dead. None when someone else holds it. `owner` defaults to this process."""
+        ...
+
+    async def renew(self, claim: Claim, *, lease_s: float, now: float | None = None) -> Claim | None:
+        """Extend `claim` to `now + lease_s`; None when it is no longer held (released or taken over)."""
+        ...
+
+    async def release(self, claim: Claim) -> bool:
+        """Give `claim` back; True when it was still held."""
+        ...
+
+    async def get(self, run_id: str) -> Claim | None:
+        """The claim on `run_id` as stored (possibly past its lease), or None."""
+        ...
+
+
+def _this_process() -> str:
+    # The gate's owner record and rule, imported when used: importing the gate package from the
+    # storage layer at import time would be a cycle (the gate imports the stores).
+    from maitre.gate.owners import current_owner
+
+    return current_owner()
+
+
+def _dead(owner: str) -> bool:
+    from maitre.gate.owners import owner_status
+
+    return owner_status(owner) == "dead"
+
+
+def _new_claim(run_id: str, owner: str | None, at: float, lease_s: float) -> Claim:
+    if lease_s <= 0:
+        raise ValueError(f"lease_s must be > 0, got {lease_s}")
+    return Claim(
+        run_id=run_id,
+        owner=owner if owner is not None else _this_process(),
+        token=secrets.token_hex(16),
+        claimed_at=at,
+        lease_until=at + lease_s,
+    )
+
+
+class MemoryClaimStore:
+    """Claims in a dict, for in-memory stores (one process; the same rules as the SQL store)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._claims: dict[str, Claim] = {}
+
+    async def claim(
+        self, run_id: str, *, lease_s: float, owner: str | None = None, now: float | None = None
+    ) -> Claim | None:
+        mine = _new_claim(run_id, owner, now_or(now), lease_s)
+        with self._lock:
+            held = self._claims.get(run_id)
+            if held is not None and held.lease_until > mine.claimed_at and not _dead(held.owner):
+                return None
+            self._claims[run_id] = mine
+        return mine
+
+    async def renew(self, claim: Claim, *, lease_s: float, now: float | None = None) -> Claim | None:
+        with self._lock:
+            held = self._claims.get(claim.run_id)
+            if held is None or held.token != claim.token:
+                return None
+            renewed = self._claims[claim.run_id] = replace(held, lease_until=now_or(now) + lease_s)
+        return renewed
+
+    async def release(self, claim: Claim) -> bool:
+        with self._lock:
+            held = self._claims.get(claim.run_id)
+            if held is None or held.token != claim.token:
+                return False
+            del self._claims[claim.run_id]
+        return True
+
+    async def get(self, run_id: str) -> Claim | None:
+        with self._lock:
+            return self._claims.get(run_id)
+
+
+_COLUMNS = "run_id, owner, token, claimed_at, lease_until"
+_CLAIM = (
+    f"INSERT INTO {{s}}.maitre_run_claims AS c ({_COLUMNS}) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
+    "claimed_at = excluded.claimed_at, lease_until = excluded.lease_until "
+    "WHERE c.lease_until <= excluded.claimed_at"
+)
+_TAKE_OVER = (
+    "UPDATE {s}.maitre_run_claims SET owner = ?, token = ?, claimed_at = ?, lease_until = ? "
+    "WHERE run_id = ? AND token = ?"
+)
+_RENEW = "UPDATE {s}.maitre_run_claims SET lease_until = ? WHERE run_id = ? AND token = ?"
+_RELEASE = "DELETE FROM {s}.maitre_run_claims WHERE run_id = ? AND token = ?"
+_SELECT = f"SELECT {_COLUMNS} FROM {{s}}.maitre_run_claims WHERE run_id = ?"
+
+
+def _from_row(row: tuple[Any, ...]) -> Claim:
+    return Claim(
+        run_id=row[0], owner=row[1], token=row[2], claimed_at=float(row[3]), lease_until=float(row[4])
+    )
+
+
+class SQLClaimStore:
+    """`ClaimStore` over an engine (SQLite or Postgres); the table is migrated on first use."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        """Where the claims live (the stores' own database)."""
+        self._ready = False
+
+    async def _migrate(self) -> None:
+        if self._ready:
+            return
+        delay, deadline = 0.001, time.monotonic() + 10.0
+        while True:
+            try:
+                await self.engine.migrate(CLAIMS_SCHEMA)
+                break
+            except sqlite3.OperationalError as exc:
+                # SQLite's migrate takes the write lock at once and does not wait for it (busy timeout
+                # 0 after the stores opened): when another process is writing, try again shortly.
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+            await anyio.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(delay * 2, 0.05)
+        self._ready = True
+
+    async def claim(
+        self, run_id: str, *, lease_s: float, owner: str | None = None, now: float | None = None
+    ) -> Claim | None:
+        await self._migrate()
+        at = now_or(now)
+        for _ in range(5):  # a claim that changes between our reads (released, taken over): look again
+            mine = _new_claim(run_id, owner, at, lease_s)
+            params = (run_id, mine.owner, mine.token, mine.claimed_at, mine.lease_until)
+            if await self.engine.execute(_CLAIM, params) == 1:
+                return mine
+            row = await self.engine.fetchone(_SELECT, (run_id,))
+            if row is None:
+                continue  # released between our claim and our read: claim it again
+            held = _from_row(row)
+            if held.lease_until <= at:
+                continue  # its lease ended since: the guarded insert takes it now
+            if not _dead(held.owner):
+                return None
+            take_over = (mine.owner, mine.token, mine.claimed_at, mine.lease_until, run_id, held.token)
+            if await self.engine.execute(_TAKE_OVER, take_over) == 1:
+                return mine
+        return None  # contended by others the whole time: someone holds it
+
+    async def renew(self, claim: Claim, *, lease_s: float, now: float | None = None) -> Claim | None:
+        await self._migrate()
+        until = now_or(now) + lease_s
+        if await self.engine.execute(_RENEW, (until, claim.run_id, claim.token)) != 1:
+            return None
+        return replace(claim, lease_until=until)
+
+    async def release(self, claim: Claim) -> bool:
+        await self._migrate()
+        return await self.engine.execute(_RELEASE, (claim.run_id, claim.token)) == 1
+
+    async def get(self, run_id: str) -> Claim | None:
+        await self._migrate()
+        row = await self.engine.fetchone(_SELECT, (run_id,))
+        return None if row is None else _from_row(row)
+
+
+_by_stores: dict[int, ClaimStore] = {}
+_by_stores_lock = threading.Lock()
+
+
+def claim_store(stores: Any) -> ClaimStore:
+    """The claim store beside `stores`: in its database when it has one (`stores.db`), else in memory.
+
+    The same object for the same `stores` (kept until `stores` is garbage-collected): workers of one
+    process that share in-memory stores share their claims too.
+    """
+    key = id(stores)
+    with _by_stores_lock:
+        found = _by_stores.get(key)
+        if found is None:
+            engine = getattr(stores, "db", None)
+            found = SQLClaimStore(engine) if isinstance(engine, Engine) else MemoryClaimStore()
+            _by_stores[key] = found
+            weakref.finalize(stores, _by_stores.pop, key, None)
+    return found
