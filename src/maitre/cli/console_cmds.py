@@ -4,8 +4,14 @@
 writes (it never creates them: the store must exist). `maitre console add-user NAME --tenant T
 --role approver` creates or replaces a local account: the password is read from a hidden prompt (or
 one line of stdin with `--password-stdin`) and stored only as an argon2 hash, in the stores' own
-database. Sessions are signed with `MAITRE_CONSOLE_SECRET`; without it a random secret is made at
-start, so everyone signs in again after a restart.
+database. Sessions are signed with `MAITRE_CONSOLE_SECRET` (else `[console] secret`); without
+either a random secret is made at start, so everyone signs in again after a restart.
+
+The `[console]` section of the configuration file says how people sign in: `oidc_issuer` and
+`oidc_client_id` add "Sign in with <issuer>" (authorization code + PKCE, see `maitre.console.oidc`),
+`local_accounts = false` leaves only that, `sign_in_limit` / `sign_in_window_s` bound sign-in
+attempts (counted in the stores, so console replicas share the count). The issuer's discovery
+document is read before the console starts: an issuer that cannot be used is one line and exit 2.
 """
 
 from __future__ import annotations
@@ -57,21 +63,45 @@ def _serve(db: str | None, host: str, port: int) -> None:
     import uvicorn
 
     from ..console.app import create_app
+    from ..console.oidc import OIDCSettings
+    from ..console.security import StoreSignInThrottle
     from ..stores import open_stores
 
     url = store_url(db)
     check_existing(url)
-    secret = os.environ.get(SECRET_ENV)
+    config = settings().config
+    section = config.console
+    secret = os.environ.get(SECRET_ENV) or section.secret
     if not secret:
         secret = secrets.token_urlsafe(32)
         typer.echo(f"note: {SECRET_ENV} is not set; sessions end when the console restarts", err=True)
-    policy = settings().config.policy.build()
+    elif len(secret) < 16:
+        raise CommandError(f"refused: {SECRET_ENV} must be at least 16 characters", code=2)
+    policy = config.policy.build()
+    oidc = OIDCSettings.from_config(section)
 
     async def main() -> None:
+        signing_in = oidc
+        if signing_in is not None:  # the issuer is read now: a wrong one is found at start
+            signing_in = await signing_in.discovered()
         async with await open_stores(url) as stores:
-            web = create_app(stores, secret=secret, policy=policy)
+            web = create_app(
+                stores,
+                secret=secret,
+                policy=policy,
+                oidc=signing_in,
+                local_accounts=section.local_accounts,
+                throttle=StoreSignInThrottle(
+                    stores.rate_limits, limit=section.sign_in_limit, window_s=section.sign_in_window_s
+                ),
+                session_max_age_s=section.session_max_age_s,
+            )
             config = uvicorn.Config(web, host=host, port=port, log_level="warning", lifespan="off")
-            typer.echo(f"maitre console on http://{host}:{port}/ (stores: {url})", err=True)
+            how = " and ".join(
+                ([f"OIDC ({signing_in.issuer})"] if signing_in else [])
+                + (["local accounts"] if section.local_accounts else [])
+            )
+            typer.echo(f"maitre console on http://{host}:{port}/ (stores: {url}; sign-in: {how})", err=True)
             await uvicorn.Server(config).serve()
 
     anyio.run(main)

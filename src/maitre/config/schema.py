@@ -36,6 +36,11 @@ port = 8000
 [tracing]
 otlp = "http://127.0.0.1:4318"
 
+[console]                                # `maitre console`: who may sign in, how sessions are signed
+oidc_issuer = "https://id.example.com/"  # sign in with OIDC (authorization code + PKCE)
+oidc_client_id = "maitre-console"
+local_accounts = false                   # only the issuer's people (default: local accounts too)
+
 [mcp.upstreams.github]
 url = "https://api.githubcopilot.com/mcp/"
 headers = { Authorization = "Bearer $GITHUB_TOKEN" }
@@ -58,6 +63,7 @@ __all__ = [
     "AuditConfig",
     "AuthConfig",
     "BudgetsConfig",
+    "ConsoleConfig",
     "JWT_ALGORITHMS",
     "MaitreConfig",
     "McpConfig",
@@ -319,6 +325,71 @@ class TracingConfig(_Section):
     """An OTLP/HTTP endpoint, e.g. `http://127.0.0.1:4318`."""
 
 
+def _issuer_url(value: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme == "https" and parts.hostname:
+        return value
+    if parts.scheme == "http" and parts.hostname in ("127.0.0.1", "::1", "localhost"):
+        return value
+    raise ValueError(f"{value!r}: use an https:// URL (plain http:// only for a loopback address)")
+
+
+class ConsoleConfig(_Section):
+    """`maitre console`: how people sign in (OIDC, local accounts or both) and how sessions are signed."""
+
+    secret: str | None = None
+    """Signs session cookies (16+ characters); `MAITRE_CONSOLE_SECRET` wins over it. Unset: a random
+    secret per start, so everyone signs in again after a restart."""
+    oidc_issuer: str | None = None
+    """The OpenID Provider people sign in with (authorization code + PKCE); its discovery document
+    is read from `{oidc_issuer}/.well-known/openid-configuration` when the console starts."""
+    oidc_client_id: str | None = None
+    """The console's client id at the issuer (the ID token's audience)."""
+    oidc_client_secret: str | None = None
+    """For a confidential client; unset: a public client (PKCE alone)."""
+    oidc_redirect_uri: str | None = None
+    """The callback URL registered at the issuer, e.g. `https://console.example.com/sign-in/oidc/callback`.
+    Unset: derived from each request's own URL (right only when nothing in front rewrites it)."""
+    name_claim: str = "sub"
+    """The ID token claim that names the person on decisions (falls back to `sub` when absent).
+    `sub` is also what `maitre serve` names a bearer by, so self-approval compares one identity."""
+    tenant_claim: str = "tenant"
+    """The claim that holds the person's tenant (a token without it cannot sign in)."""
+    roles_claim: str = "roles"
+    """The claim that holds the person's roles (a list or a space-separated string)."""
+    local_accounts: bool = True
+    """Whether local accounts (`maitre console add-user`) may sign in too."""
+    sign_in_limit: int = Field(default=5, ge=1)
+    """Sign-in attempts per account and client address within `sign_in_window_s`."""
+    sign_in_window_s: float = Field(default=300.0, gt=0)
+    session_max_age_s: int = Field(default=8 * 3600, ge=60)
+    """How long a session lasts; an OIDC person's tenant and roles are trusted for that long."""
+
+    @field_validator("oidc_issuer", "oidc_redirect_uri")
+    @classmethod
+    def _urls(cls, value: str | None) -> str | None:
+        return None if value is None else _issuer_url(value)
+
+    @field_validator("secret")
+    @classmethod
+    def _secret(cls, value: str | None) -> str | None:
+        if value is not None and len(value) < 16:
+            raise ValueError("the console secret must be at least 16 characters")
+        return value
+
+    @model_validator(mode="after")
+    def _some_sign_in(self) -> ConsoleConfig:
+        if self.oidc_issuer and not self.oidc_client_id:
+            raise ValueError("oidc_issuer needs oidc_client_id (the console's client at the issuer)")
+        if (self.oidc_client_id or self.oidc_client_secret) and not self.oidc_issuer:
+            raise ValueError("oidc_client_id needs oidc_issuer")
+        if not self.local_accounts and not self.oidc_issuer:
+            raise ValueError("local_accounts = false needs oidc_issuer: nobody could sign in")
+        return self
+
+
 class UpstreamConfig(_Section):
     """Another MCP server `maitre mcp pin|check|scan --namespace NAME` talks to."""
 
@@ -369,6 +440,7 @@ class MaitreConfig(_Section):
     serve: ServeConfig = Field(default_factory=ServeConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
 
     @field_validator("stores", mode="before")
     @classmethod

@@ -1,6 +1,7 @@
 """The effective configuration as `maitre config show` prints it: one row per setting, secrets masked.
 
-A password in a URL, a secret-looking query parameter and an upstream header's literal value are
+A password in a URL, a secret-looking query parameter, a key named `secret` or `*_secret` (the
+console's session secret and OIDC client secret) and an upstream header's literal value are
 replaced by `***`; a header that only names an environment variable (`Bearer $GITHUB_TOKEN`)
 is shown, since the name is not the secret.
 """
@@ -54,6 +55,8 @@ def mask_url(url: str) -> str:
 def _mask(key: str, value: Any) -> Any:
     if not isinstance(value, str):
         return value
+    if key.rpartition(".")[2].endswith("secret"):
+        return MASK
     if ".headers." in key:
         return value if _ONLY_VARIABLES.match(value) else MASK
     if key.endswith(("url", "rate_limits", "tasks", "otlp")):

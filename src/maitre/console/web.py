@@ -98,9 +98,22 @@ class Console:
         return parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
 
     async def signed_in(self, request: Request) -> tuple[Session, Account] | None:
+        """The session and the person it is for, or None (signed out, expired, forged, or gone).
+
+        A local account's session is checked against the account table on every request, so
+        deleting the account (or replacing its roles) takes effect at once. An OIDC session is the
+        person the verified ID token named: an `Account` with no password hash, whose tenant and
+        roles are the token's, trusted until the session's age limit.
+        """
         session = self.signer.read_session(request.cookies.get(SESSION_COOKIE))
         if session is None:
             return None
+        if session.source == "oidc":
+            from .accounts import Account
+
+            if session.tenant is None:
+                return None
+            return session, Account(name=session.account, tenant=session.tenant, roles=session.roles)
         account = await self.people.get(session.account)
         return None if account is None else (session, account)
 
