@@ -1,8 +1,12 @@
-"""`maitre runs list|show|resume`: paused and finished agent runs in a store.
+"""`maitre runs list|show|resume|worker`: paused and finished agent runs in a store.
 
 `--agent` names a function that takes the opened `Stores` and returns the `Agent` to continue the
 run with (the same tools, model and policy as the process that started it), as `FILE.py:NAME`
 or `module:NAME`, e.g. `shop.py:make_agent` in the README's five-minute app.
+
+`maitre runs worker` resumes, by itself, every paused run whose approvals have all been decided (in
+the console, with `maitre approvals approve`, ...): see `maitre.agent.worker`. Several workers may
+run against one store; each run is resumed once.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
-from .app import App, console, wide_console
+from .app import App, console, err, wide_console
 from .errors import CommandError
 from .governance import _when
 from .stores import STORES, run_on_stores, store_url
@@ -21,7 +25,7 @@ from .stores import STORES, run_on_stores, store_url
 if TYPE_CHECKING:
     from ..stores import RunState, RunSummary, Stores
 
-__all__ = ["RUN_STATUSES", "app", "runs_list", "runs_resume", "runs_show"]
+__all__ = ["RUN_STATUSES", "app", "runs_list", "runs_resume", "runs_show", "runs_worker"]
 
 app = App(help="List, inspect and resume agent runs.")
 
@@ -97,6 +101,15 @@ def runs_show(
         console.print(run.final_text, style="green", markup=False, highlight=False)
 
 
+def _build_agent(factory: Any, agent: str, stores: Stores) -> Any:
+    from ..agent import Agent
+
+    built = factory(stores)
+    if not isinstance(built, Agent):
+        raise CommandError(f"--agent {agent} returned a {type(built).__name__}, not an Agent", code=2)
+    return built
+
+
 def _load_factory(agent: str) -> Any:
     from .loader import load_object
 
@@ -128,16 +141,14 @@ def runs_resume(
 
     Decisions are recorded under your OS account, marked via=cli.
     """
-    from ..agent import Agent, ApprovalDecision
+    from ..agent import ApprovalDecision
     from .identity import CliApprover
 
     factory = _load_factory(agent)
     who = CliApprover(approver) if approve or deny else None
 
     async def job(stores: Stores) -> Any:
-        built = factory(stores)
-        if not isinstance(built, Agent):
-            raise CommandError(f"--agent {agent} returned a {type(built).__name__}, not an Agent", code=2)
+        built = _build_agent(factory, agent, stores)
         saved = await stores.runs.load(run_id)
         if saved is None:
             raise CommandError(f"no run {run_id} in that store: see `maitre runs list`", code=2)
@@ -159,3 +170,36 @@ def runs_resume(
     if run.final_text:
         console.print(run.final_text, markup=False, highlight=False)
     raise typer.Exit(0 if str(run.status) in ("finished", "paused") else 1)
+
+
+@app.command("worker")
+def runs_worker(
+    db: str | None = STORES,
+    agent: str = typer.Option(
+        ..., "--agent", help="MODULE_OR_FILE:ATTR of a function(stores) -> Agent that continues the runs"
+    ),
+    once: bool = typer.Option(False, "--once", help="One pass, then exit (print how many runs resumed)"),
+    poll: float = typer.Option(1.0, "--poll", min=0.01, help="Seconds between passes"),
+) -> None:
+    """Resume paused runs by themselves once their approvals are decided (each run once, across workers).
+
+    Runs until interrupted (Ctrl-C), printing a line per resumed run; with --once, one pass.
+    """
+    from ..agent import ResumeWorker, Run
+
+    factory = _load_factory(agent)
+
+    def report(run: Run) -> None:
+        console.print(f"{run.id}: {run.status} ({run.stop_reason})", soft_wrap=True, highlight=False)
+
+    async def job(stores: Stores) -> int:
+        worker = ResumeWorker(_build_agent(factory, agent, stores), poll_s=poll, on_resume=report)
+        if once:
+            return len(await worker.run_once())
+        err.print(f"resume worker started (a pass every {poll}s; Ctrl-C stops it)", highlight=False)
+        await worker.run_forever()
+        return 0  # pragma: no cover - run_forever returns only when cancelled
+
+    resumed = run_on_stores(store_url(db), job)
+    if once:
+        typer.echo(f"resumed {resumed} run{'' if resumed == 1 else 's'}")
