@@ -96,3 +96,42 @@ def test_the_throttle_forgets_after_its_window_and_stays_bounded():
     for n in range(10):
         throttle.failed(f"sprayed-{n}", "9.9.9.9", now=20)
     assert len(throttle._failures) <= 3
+
+
+async def test_two_consoles_over_one_database_share_the_sign_in_count(tmp_path, stores, accounts, shop):
+    """Replicas: another `Stores` over the same SQLite file, each console with its own throttle object."""
+    import httpx
+
+    from maitre.console.app import create_app
+    from maitre.console.security import StoreSignInThrottle
+    from maitre.stores import open_stores
+
+    from .conftest import SECRET
+
+    def client(over) -> httpx.AsyncClient:
+        app = create_app(
+            over, secret=SECRET, toolbox=shop.box, throttle=StoreSignInThrottle(over.rate_limits, limit=3)
+        )
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+
+    replica = await open_stores(str(tmp_path / "console.db"))
+    try:
+        async with client(stores) as one, client(replica) as two:
+            assert (await sign_in(one, "bob", "guess")).status_code == 401
+            assert (await sign_in(two, "bob", "guess")).status_code == 401
+            assert (await sign_in(one, "bob", "guess")).status_code == 401
+            assert (await sign_in(two, "bob")).status_code == 429  # the other replica counted the first two
+            assert (await sign_in(one, "bob")).status_code == 429
+            assert (await sign_in(two, "alice")).status_code == 303  # per account
+    finally:
+        await replica.close()
+    key = StoreSignInThrottle.key("Bob", "127.0.0.1")
+    assert key == StoreSignInThrottle.key("bob", "127.0.0.1") and "bob" not in key.lower().split("/")[-1]
+
+
+async def test_deleting_a_local_account_ends_its_session(client_for, stores):
+    async with client_for() as client:
+        await sign_in(client, "bob")
+        assert (await client.get("/")).status_code == 200
+        await stores.db.execute("DELETE FROM {s}.maitre_console_accounts WHERE name = ?", ("bob",))
+        assert (await client.get("/")).status_code == 303

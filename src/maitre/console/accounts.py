@@ -41,7 +41,12 @@ CONSOLE_SCHEMA = Schema(
 
 @dataclass(frozen=True, kw_only=True)
 class Account:
-    """A person who may sign in to the console."""
+    """A person who may sign in to the console.
+
+    A local account is a row of the table. A person signed in with OIDC is an `Account` too, made
+    from the session (`Console.signed_in`), with an empty `password_hash`: it is never stored, and
+    no password can match it (`verify_password` refuses an unreadable hash).
+    """
 
     name: str
     tenant: str
