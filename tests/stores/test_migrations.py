@@ -348,3 +348,44 @@ async def test_a_newer_or_foreign_postgres_schema_is_refused_in_one_line(pg_dsn:
     with pytest.raises(StoreError) as error:
         await PostgresStores.open(pg_dsn, schema=pg_schema)
     _assert_one_line(error, pg_schema, "schema version 5", "upgrade maitre")
+
+
+async def test_a_table_first_used_after_open_waits_for_another_writer_instead_of_failing(
+    tmp_path: Any,
+) -> None:
+    """A component migrated on first use (console accounts, run claims) can meet another process's
+    write transaction: the migration waits for the lock with backoff, it does not fail at once."""
+    import anyio
+
+    from maitre.storage.engine.base import Migration, Schema
+
+    path = str(tmp_path / "busy.db")
+    stores = SQLiteStores(path)
+    try:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        schema = Schema(
+            component="late_table",
+            migrations=(Migration(version=1, statements=("CREATE TABLE late_table (x INTEGER)",)),),
+            tables=frozenset({"late_table"}),
+        )
+        done: list[bool] = []
+
+        async def migrate() -> None:
+            await stores.db.migrate(schema)
+            done.append(True)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(migrate)
+            await anyio.sleep(0.2)
+            assert not done  # still waiting for the lock, not failed
+            other.execute("COMMIT")
+        assert done
+        other.close()
+        check = sqlite3.connect(path)
+        assert check.execute(
+            "SELECT version FROM maitre_schema WHERE component = 'late_table'"
+        ).fetchone() == (1,)
+        check.close()
+    finally:
+        await stores.close()

@@ -287,27 +287,31 @@ class SQLiteEngine:
         return rendered
 
     def migrate_now(self, schema: Schema) -> None:
-        """`migrate`, synchronously (SQLite needs no await; constructors use this)."""
+        """`migrate`, synchronously (SQLite needs no await; constructors use this). It waits for
+        the write lock with the connection's busy timeout, which it then sets to 0 for good."""
         with self._lock:
-            conn = self.conn
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                _drive(
-                    apply_schema(
-                        self._tx, schema, dialect=SQLITE, location=self.path, introspect=_INTROSPECTION
-                    )
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+                self._apply(self.conn, schema)
             finally:
                 # From now on SQLITE_BUSY comes back at once and is retried without blocking the loop.
-                conn.execute("PRAGMA busy_timeout = 0")
+                self.conn.execute("PRAGMA busy_timeout = 0")
+
+    def _apply(self, conn: sqlite3.Connection, schema: Schema) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            _drive(
+                apply_schema(self._tx, schema, dialect=SQLITE, location=self.path, introspect=_INTROSPECTION)
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     async def migrate(self, schema: Schema) -> None:
-        self.migrate_now(schema)
+        """Apply `schema`; a table first used after open (accounts, claims) may meet another
+        process's write, so SQLITE_BUSY is retried with backoff, like every other write."""
+        await self._run(lambda conn: self._apply(conn, schema))
 
     def fetchone_now(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         """`fetchone`, synchronously (for constructors, right after `migrate_now`)."""
