@@ -212,7 +212,11 @@ def test_the_form_follows_the_schema_nested_objects_arrays_enums_optional_and_de
     assert f["args.address.zip"].kind == "text" and f["args.address.zip"].optional
     assert f["args.items"].kind == "array" and len(f["args.items"].children) == 2  # the item + an empty row
     assert f["args.items.0.qty"].kind == "integer" and f["args.items.0.qty"].value == "1"
-    assert f["args.items.1.sku"].value == "" and f["args.items.1"].row_of == "args.items"
+    assert (
+        f["args.items.1.sku"].value == ""
+        and f["args.items.1"].row_of == "args.items"
+        and f["args.items.1"].label == "items[1]"
+    )
     assert f["args.tags.1"].value == "vip"
     assert f["args.express"].kind == "boolean" and not f["args.express"].checked
     assert f["args.weight"].kind == "number" and f["args.weight"].value == "1.5"

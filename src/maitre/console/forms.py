@@ -88,6 +88,8 @@ class FormField:
     """The schema requires the key (an empty input is then sent as an empty value, and refused if wrong)."""
     optional: bool = False
     """An empty input means the key is absent (or null where the schema allows null)."""
+    nullable: bool = False
+    """The schema allows null: an empty input is sent as null."""
     description: str = ""
     hint: str = ""
     """What the schema expects, in a few words (type, pattern, bounds)."""
@@ -112,6 +114,13 @@ class FormField:
     @property
     def where(self) -> str:
         return json_path(self.path)
+
+    @property
+    def if_empty(self) -> str:
+        """What leaving the field empty sends ('' when it is required and takes no null)."""
+        if self.kind in ("boolean", "object", "array"):
+            return ""  # a checkbox is never empty (unticked is false); fieldsets say it themselves
+        return "null" if self.nullable else "left out" if self.optional else ""
 
 
 @dataclass(kw_only=True)
@@ -455,6 +464,7 @@ class _Builder:
             kind=node.kind,
             required=required,
             optional=not required or node.nullable,
+            nullable=node.nullable,
             description=str(node.schema.get("description", "")),
             hint=_hint(node),
             row_of=row_of,
@@ -504,7 +514,7 @@ class _Builder:
                         node.schema["items"],
                         items[i] if i < len(items) else MISSING,
                         (*path, i),
-                        f"{label} {i + 1}",
+                        f"{label}[{i}]",
                         required=True,
                         src=sources[i] if i < len(sources) else f"!new:{name}.{i}",
                         row_of=name,
