@@ -29,10 +29,10 @@ from pydantic import Field
 
 from maitre import Principal, Toolbox
 from maitre.agent import Agent, Limits, ResumeWorker, Run, RunStatus, ToolResultMessage
-from maitre.gate.owners import current_owner, owner_status
 from maitre.models import Rule, ScriptedModel, after_tool, call, last_tool_result, last_user_says, tool_error
 from maitre.storage import ClaimStore, MemoryStores, claim_store
 from maitre.storage.claims import MemoryClaimStore, SQLClaimStore
+from maitre.storage.owners import current_owner, owner_status
 from maitre.stores import Stores, open_stores
 
 pytestmark = pytest.mark.anyio

@@ -25,7 +25,7 @@ import pytest
 
 from maitre import Gate, GateLimits, IdempotencyKey, Principal, Toolbox, ToolCall
 from maitre.gate.idempotency import LEASE_GRACE_S
-from maitre.gate.owners import current_owner
+from maitre.storage.owners import current_owner
 from maitre.stores import Stores, open_stores
 
 from .conftest import PG_DSN, drop_schema, postgres_reachable

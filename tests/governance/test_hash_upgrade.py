@@ -24,13 +24,13 @@ from uuid import UUID
 import pytest
 
 from maitre import Gate, IdempotencyKey, Principal, Toolbox, ToolCall
-from maitre.gate.owners import current_owner
 from maitre.jsonutil import compact_json
 from maitre.storage.approvals import SQLApprovalStore
 from maitre.storage.audit import SQLAuditStore
 from maitre.storage.engine.sqlite import SQLiteEngine
 from maitre.storage.handles import SQLHandleStore
 from maitre.storage.idempotency import SQLIdempotencyStore
+from maitre.storage.owners import current_owner
 from maitre.storage.rate_limits import SQLRateLimiter
 from maitre.storage.runs import SQLRunStore
 from maitre.storage.schema import GATE_SCHEMA

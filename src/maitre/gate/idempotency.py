@@ -50,13 +50,13 @@ import anyio
 from ..audit.canonical import hash_text
 from ..context import IdempotencyKey, NeedsInput
 from ..jsonutil import compact_json
+from ..storage.owners import current_owner, owner_status
 from ..stores.base import IdempotencyRecord
 from ..tools import Tool
 from ..types import Effect, ErrorCode, ToolError, ToolResult
 from .authorize import validated_arguments
 from .base import CallContext, Decision, GateLimits
 from .hashing import json_string, key_of, legacy_key, may_hold_legacy, sha256_text, validated_text
-from .owners import current_owner, owner_status
 from .record import completing_recorder
 
 __all__ = [

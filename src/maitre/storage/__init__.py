@@ -27,8 +27,8 @@ Concerns: approvals, idempotency, audit, result handles, runs, rate limits (and 
 `rate_limits_url="redis://host:6379/0"` swaps the rate limiter for `RedisRateLimiter`.
 
 Layer: core. The stores import `maitre.audit` (to seal entries) and the core's data types, never
-a door (`agent`, `models`, `mcp`, `memory`, `search`, `cli`) nor the gate - except `claims`, which
-applies the gate's dead-owner rule (`maitre.gate.owners`, pure, imported when a claim is taken);
+a door (`agent`, `models`, `mcp`, `memory`, `search`, `cli`) nor the gate. The dead-owner rule
+(`owners`) lives here, so the gate's idempotency and the resume worker's run claims share it;
 `maitre.audit` does not import them. See `maitre` for the layer rules. The Postgres and Redis modules are imported only
 when asked for, so their drivers stay optional.
 

@@ -8,7 +8,7 @@ lease has passed:
 
 so of several processes claiming at once exactly one sees a row change. A claim whose lease still
 runs is taken over only when its owner is dead by the rule the gate applies to in-flight
-idempotency keys (`maitre.gate.owners`: same host, boot and pid namespace, and the process is gone
+idempotency keys (`maitre.storage.owners`: same host, boot and pid namespace, and the process is gone
 or its pid was reused); the take-over matches the exact claim that was read (its token), so it too
 goes to one process at most. An owner on another host is never "dead" from here: only its lease
 ends its claim.
@@ -38,6 +38,7 @@ import anyio
 from maitre.storage.base import now_or
 from maitre.storage.engine.base import Engine, Migration, Schema
 from maitre.storage.engine.sqlite import _is_busy
+from maitre.storage.owners import current_owner, owner_status
 
 __all__ = [
     "CLAIMS_SCHEMA",
@@ -67,7 +68,7 @@ class Claim:
     run_id: str
     """The run held."""
     owner: str
-    """The holding process, as `maitre.gate.owners.current_owner()` writes it."""
+    """The holding process, as `maitre.storage.owners.current_owner()` writes it."""
     token: str
     """Random per claim: what `renew` and `release` match, so they act on this claim only."""
     claimed_at: float
@@ -101,16 +102,10 @@ class ClaimStore(Protocol):
 
 
 def _this_process() -> str:
-    # The gate's owner record and rule, imported when used: importing the gate package from the
-    # storage layer at import time would be a cycle (the gate imports the stores).
-    from maitre.gate.owners import current_owner
-
     return current_owner()
 
 
 def _dead(owner: str) -> bool:
-    from maitre.gate.owners import owner_status
-
     return owner_status(owner) == "dead"
 
 
