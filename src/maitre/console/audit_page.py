@@ -33,13 +33,13 @@ if TYPE_CHECKING:
     from .web import Console
 
 __all__ = [
+    "AuditFilter",
+    "AuditPage",
+    "ChainStatus",
     "DECISIONS",
     "PAGE_SIZE",
     "SCAN_LIMIT",
     "VERIFY_LIMIT",
-    "AuditFilter",
-    "AuditPage",
-    "ChainStatus",
     "parse_anchor",
     "parse_filter",
     "routes",

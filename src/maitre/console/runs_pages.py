@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .security import Session
     from .web import Console
 
-__all__ = ["RUNS_LIMIT", "RunLine", "TimelineRow", "run_lines", "routes", "timeline"]
+__all__ = ["RUNS_LIMIT", "RowKind", "RunLine", "TimelineRow", "routes", "run_lines", "timeline"]
 
 RUNS_LIMIT = 100
 """The runs list shows at most this many runs, most recently updated first."""
