@@ -667,3 +667,37 @@ async def test_script_in_arguments_is_text_on_the_edit_and_confirm_pages(client_
         # and the escaped values still arrive exactly: the form round-trips them
         edited = json.loads(Forms(confirm.text).form("/edit/confirm")["controls"][1]["value"])
         assert edited == {"order_id": script, "amount": "2.00", "note": attribute}
+
+
+async def test_forged_or_junk_edit_posts_are_refused_with_a_page_never_a_crash(client_for, gate, shop):
+    pending = await pending_refund(gate)
+    url = f"/approvals/{pending.approval_id}/edit"
+    deep = "[" * 5000 + "]" * 5000  # within the form size limit, past the JSON parser's nesting
+    async with client_for() as client:
+        await sign_in(client, "bob")
+        token = csrf_of((await client.get(url)).text)
+        posts = [
+            (url, {"!mode": "json", "!json": deep}),
+            (url, {"!mode": "json", "!json": '{"a":' * 100 + "1" + "}" * 100}),
+            (url, {"!mode": "json", "!json": "[1, 2]"}),
+            (url + "/confirm", {"edited": deep, "hash": "h2:0"}),
+            (url + "/confirm", {"edited": "not json", "hash": ""}),
+            (
+                url,
+                {
+                    "!mode": "form",
+                    "!rows:args.order_id": "99999999",
+                    "args.amount": "1.00",
+                    "!action": "add:x",
+                },
+            ),
+            (url, {"!mode": "form", "args.order_id": "ORD-1", "args.amount": "1.00", "args.bogus": "x"}),
+            (url, {"!mode": "form", "!json:args.amount": "1", "args.amount": deep, "args.order_id": "ORD-1"}),
+            (url, {"!mode": "mystery", "!action": "launch"}),
+        ]
+        for target, data in posts:
+            response = await client.post(target, data={"csrf": token, **data})
+            assert response.status_code in (200, 400, 409, 422), (target, data, response.status_code)
+            assert "Traceback" not in response.text
+    request = await gate.approvals.get(pending.approval_id)
+    assert request.status == "pending" and request.edited_arguments is None and shop.refunds == []

@@ -49,6 +49,8 @@ ROOT = "args"
 """The name every argument field starts with (so no argument can collide with `csrf` or `note`)."""
 MAX_ROWS = 200
 """The most rows an array renders or reads back (a forged `!rows:` count cannot make more)."""
+MAX_JSON_DEPTH = 64
+"""The deepest nesting typed JSON may have (the gate refuses far less deep values anyway)."""
 _MAX_DEPTH = 12
 
 FieldKind = Literal[
@@ -593,10 +595,9 @@ def read_form(
 
 def read_json(text: str) -> tuple[dict[str, Any] | None, list[FieldError]]:
     """The arguments typed in the whole-JSON editor (an object), or the reason they are not."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        return None, [FieldError("$", f"This is not valid JSON: {exc}.")]
+    value, problem = _parse_json(text, "$")
+    if problem is not None:
+        return None, [problem]
     if not isinstance(value, dict):
         return None, [FieldError("$", "The arguments must be a JSON object ({...}).")]
     return value, []
@@ -662,11 +663,37 @@ class _Reader:
             case _:  # json
                 if text is None or text.strip() == "":
                     return empty
-                try:
-                    return json.loads(text)
-                except ValueError as exc:
-                    self.problems.append(FieldError(json_path(path), f"This is not valid JSON: {exc}."))
+                value, problem = _parse_json(text, json_path(path))
+                if problem is not None:
+                    self.problems.append(problem)
                     return MISSING
+                return value
+
+
+def _parse_json(text: str, where: str) -> tuple[Any, FieldError | None]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return None, FieldError(where, f"This is not valid JSON: {exc}.")
+    except RecursionError:
+        return None, FieldError(where, f"This JSON nests deeper than {MAX_JSON_DEPTH} levels.")
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        return None, FieldError(where, f"This JSON nests deeper than {MAX_JSON_DEPTH} levels.")
+    return value, None
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests deeper than `limit` (walked without recursion)."""
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            todo.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            todo.extend((v, depth + 1) for v in item)
+    return False
 
 
 def _count(text: str | None) -> int:
