@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 import pytest
 
@@ -219,3 +220,33 @@ async def test_model_and_tool_text_is_escaped_on_the_inbox_and_request_page(clie
             assert page.status_code == 200
             assert "<script>alert(1)</script>" not in page.text and "<img" not in page.text
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text  # the goal, as text
+
+
+async def test_deeply_nested_arguments_are_shown_whole_without_a_form_or_macro_recursing_forever(
+    stores, accounts
+):
+    import httpx
+
+    box = Toolbox()
+
+    @box.tool(effect="write", risk="high")
+    def tag(meta: dict[str, Any]) -> str:
+        """Tag something with free-form metadata."""
+        return "ok"
+
+    nested: Any = "bottom"
+    for _ in range(150):  # as deep as the gate lets through
+        nested = {"k": nested}
+    gate = Gate(box, stores=stores)
+    principal = Principal(user="alice", tenant="acme")
+    result = await gate.call(ToolCall(id="t1", name="tag", arguments={"meta": nested}), principal)
+    approval_id = result.error.details["approval_id"]
+    app = create_app(stores, secret=SECRET, accounts=accounts, toolbox=box)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+    ) as client:
+        await sign_in(client, "bob")
+        page = await client.get(f"/approvals/{approval_id}")
+        edit = await client.get(f"/approvals/{approval_id}/edit")
+    assert page.status_code == 200 and '<pre class="args nested">' in page.text and "bottom" in page.text
+    assert edit.status_code == 200 and 'name="!json:args.meta"' in edit.text  # a free-form map: JSON
