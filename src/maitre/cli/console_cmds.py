@@ -96,13 +96,13 @@ def _serve(db: str | None, host: str, port: int) -> None:
                 ),
                 session_max_age_s=section.session_max_age_s,
             )
-            config = uvicorn.Config(web, host=host, port=port, log_level="warning", lifespan="off")
+            served = uvicorn.Config(web, host=host, port=port, log_level="warning", lifespan="off")
             how = " and ".join(
                 ([f"OIDC ({signing_in.issuer})"] if signing_in else [])
                 + (["local accounts"] if section.local_accounts else [])
             )
             typer.echo(f"maitre console on http://{host}:{port}/ (stores: {url}; sign-in: {how})", err=True)
-            await uvicorn.Server(config).serve()
+            await uvicorn.Server(served).serve()
 
     anyio.run(main)
 
