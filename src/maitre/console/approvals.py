@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .security import Session
     from .web import Console, Page
 
-__all__ = ["InboxRow", "RequestView", "routes"]
+__all__ = ["InboxRow", "RequestView", "routes", "summary"]
 
 _TITLES = {404: "Not found", 409: "Already decided", 410: "Expired", 422: "Cannot approve this edit"}
 _SUMMARY_CHARS = 120

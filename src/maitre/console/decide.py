@@ -33,10 +33,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPROVER_ROLE",
-    "HASH_SHOWN",
     "ConsoleApprover",
     "EditCheck",
+    "HASH_SHOWN",
     "InvalidEdit",
+    "NO_TOOL",
     "Refused",
     "check_edit",
     "decidable",

@@ -30,12 +30,15 @@ from typing import Any, Literal
 from urllib.parse import quote, unquote
 
 __all__ = [
-    "ROOT",
     "Change",
     "EditForm",
     "FieldError",
+    "FieldKind",
     "FormField",
+    "MAX_JSON_DEPTH",
+    "MAX_ROWS",
     "Option",
+    "ROOT",
     "build_form",
     "diff_arguments",
     "field_messages",
@@ -65,7 +68,7 @@ class _Missing:
         return "MISSING"
 
 
-MISSING: Any = _Missing()
+_MISSING: Any = _Missing()
 
 
 @dataclass(frozen=True)
@@ -357,7 +360,7 @@ def _options(node: _Node) -> list[Option]:
 
 def _fits(node: _Node, value: Any) -> bool:
     """Whether `value` can be shown by this kind of field without losing anything."""
-    if value is MISSING or (value is None and node.nullable):
+    if value is _MISSING or (value is None and node.nullable):
         return True
     match node.kind:
         case "text" | "decimal":
@@ -427,7 +430,7 @@ class _Builder:
         return [
             self.field(
                 sub,
-                given.get(key, MISSING),
+                given.get(key, _MISSING),
                 (*path, key),
                 key,
                 required=key in required,
@@ -477,7 +480,7 @@ class _Builder:
                 if sent:
                     made.value = self.first(src) or ""
                 else:
-                    made.value = "" if value is MISSING or value is None else _text(value)
+                    made.value = "" if value is _MISSING or value is None else _text(value)
             case "boolean":
                 made.checked = self.first(src) is not None if sent else value is True
             case "choice":
@@ -486,7 +489,7 @@ class _Builder:
                     made.value = self.first(src) or ""
                 else:
                     made.value = (
-                        "" if value is MISSING or (value is None and node.nullable) else _shown(value)
+                        "" if value is _MISSING or (value is None and node.nullable) else _shown(value)
                     )
                 if made.optional or made.value not in {o.value for o in made.options}:
                     made.options.insert(0, Option("", "(none)" if made.optional else "(choose)"))
@@ -506,7 +509,7 @@ class _Builder:
                 if sent:
                     assert self.submitted is not None
                     sources = _kept_rows(self.submitted, src)
-                    items: list[Any] = [MISSING] * len(sources)
+                    items: list[Any] = [_MISSING] * len(sources)
                 else:
                     items = value if isinstance(value, list) else []
                     sources = [f"{src}.{i}" for i in range(len(items))]
@@ -514,7 +517,7 @@ class _Builder:
                 made.children = [
                     self.field(
                         node.schema["items"],
-                        items[i] if i < len(items) else MISSING,
+                        items[i] if i < len(items) else _MISSING,
                         (*path, i),
                         f"{label}[{i}]",
                         required=True,
@@ -527,7 +530,7 @@ class _Builder:
                 if sent:
                     made.value = self.first(src) or ""
                 else:
-                    made.value = "" if value is MISSING else json.dumps(value, indent=2, ensure_ascii=False)
+                    made.value = "" if value is _MISSING else json.dumps(value, indent=2, ensure_ascii=False)
         return made
 
 
@@ -615,7 +618,7 @@ class _Reader:
         out: dict[str, Any] = {}
         for key, sub in props.items():
             value = self.value(sub, (*path, key), f"{src}.{_segment(key)}", required=key in required)
-            if value is not MISSING:
+            if value is not _MISSING:
                 out[key] = value
         return out
 
@@ -625,10 +628,10 @@ class _Reader:
         node = _field_node(raw, self.root, path, required=required, in_row=in_row)
         if node.kind != "json" and _first(self.fields, "!json:" + src) is not None:
             node = _Node("json", node.schema, node.nullable)
-        empty: Any = None if node.nullable else MISSING  # an empty field: null where allowed, else absent
+        empty: Any = None if node.nullable else _MISSING  # an empty field: null where allowed, else absent
         text = _first(self.fields, src)
         if text is None and node.kind in ("text", "decimal", "integer", "number", "choice", "json"):
-            return MISSING  # not on the form at all (a forged or partial form): left out
+            return _MISSING  # not on the form at all (a forged or partial form): left out
         match node.kind:
             case "text":
                 if text is None:
@@ -657,7 +660,7 @@ class _Reader:
                     item = self.value(
                         node.schema["items"], (*path, len(items)), row, required=True, in_row=True
                     )
-                    if item is not MISSING:
+                    if item is not _MISSING:
                         items.append(item)
                 return empty if not items and not required else items
             case _:  # json
@@ -666,7 +669,7 @@ class _Reader:
                 value, problem = _parse_json(text, json_path(path))
                 if problem is not None:
                     self.problems.append(problem)
-                    return MISSING
+                    return _MISSING
                 return value
 
 
