@@ -267,6 +267,38 @@ def test_what_a_form_cannot_show_falls_back_to_json():
     assert build_form(None, {"a": 1}).as_json  # no schema (the tool is unknown): JSON only
 
 
+def test_other_schema_spellings_decimal_unions_refs_type_lists_and_sets():
+    schema = {
+        "type": "object",
+        "definitions": {
+            "Money": {"anyOf": [{"type": "number"}, {"type": "string", "pattern": r"^-?\d+(\.\d+)?$"}]}
+        },
+        "properties": {
+            "price": {"allOf": [{"$ref": "#/definitions/Money"}], "description": "pydantic's Decimal"},
+            "label": {"type": ["string", "null"]},
+            "channels": {"type": "array", "uniqueItems": True, "items": {"enum": ["email", "sms", "post"]}},
+            "mode": {"const": "fast"},
+        },
+        "required": ["price", "label", "channels", "mode"],
+    }
+    f = walk(
+        build_form(schema, {"price": "9.99", "label": None, "channels": ["sms"], "mode": "fast"}).fields or []
+    )
+    assert f["args.price"].kind == "decimal" and f["args.price"].value == "9.99"
+    assert f["args.label"].kind == "text" and f["args.label"].nullable and f["args.label"].value == ""
+    assert f["args.channels"].kind == "multichoice" and f["args.channels"].chosen == ('"sms"',)
+    assert f["args.mode"].kind == "choice" and [o.value for o in f["args.mode"].options] == ['"fast"']
+    submitted = {
+        "args.price": ["0.10"],
+        "args.label": [""],
+        "args.channels": ['"post"', '"email"'],  # a multiple select sends one value per option
+        "args.mode": ['"fast"'],
+    }
+    value, problems = read_form(schema, submitted)
+    assert problems == []
+    assert value == {"price": "0.10", "label": None, "channels": ["email", "post"], "mode": "fast"}
+
+
 def test_submitted_text_becomes_the_type_the_schema_asks_for(orders):
     schema = schema_of(orders)
     fields = {
