@@ -46,14 +46,23 @@ def console_serve(
     db: str | None = STORES,
     host: str = typer.Option("127.0.0.1", "--host", help="The address to listen on"),
     port: int = typer.Option(8765, "--port", help="The port to listen on"),
+    resume_agent: str | None = typer.Option(
+        None,
+        "--resume-agent",
+        help="FILE.py:FACTORY or module:FACTORY (stores -> Agent): resume paused runs once decided, "
+        "and validate edits with its tools",
+    ),
+    tools: str | None = typer.Option(
+        None, "--tools", help="MODULE_OR_FILE:ATTR toolbox, so edited arguments are validated by the gate"
+    ),
 ) -> None:
     """Serve the approval console (without a subcommand) over the gate's stores."""
     if ctx.invoked_subcommand is not None:
         return
-    guard(_serve)(db, host, port)
+    guard(_serve)(db, host, port, resume_agent, tools)
 
 
-def _serve(db: str | None, host: str, port: int) -> None:
+def _serve(db: str | None, host: str, port: int, resume_agent: str | None, tools: str | None) -> None:
     from .._extras import require
 
     require("console", "maitre console")
@@ -62,10 +71,13 @@ def _serve(db: str | None, host: str, port: int) -> None:
     import anyio
     import uvicorn
 
+    from ..agent import ResumeWorker
     from ..console.app import create_app
     from ..console.oidc import OIDCSettings
     from ..console.security import StoreSignInThrottle
     from ..stores import open_stores
+    from .loader import load_toolbox
+    from .runs import _build_agent, _load_factory
 
     url = store_url(db)
     check_existing(url)
@@ -79,16 +91,25 @@ def _serve(db: str | None, host: str, port: int) -> None:
         raise CommandError(f"refused: {SECRET_ENV} must be at least 16 characters", code=2)
     policy = config.policy.build()
     oidc = OIDCSettings.from_config(section)
+    factory = _load_factory(resume_agent) if resume_agent else None
+    toolbox = load_toolbox(tools) if tools else None
 
     async def main() -> None:
         signing_in = oidc
         if signing_in is not None:  # the issuer is read now: a wrong one is found at start
             signing_in = await signing_in.discovered()
         async with await open_stores(url) as stores:
+            agent = _build_agent(factory, resume_agent or "", stores) if factory else None
+            if agent is not None:  # its gate's tools and policy are the ones these requests came from
+                box = toolbox if toolbox is not None else agent.gate.toolbox
+                web_policy = agent.gate.policy
+            else:
+                box, web_policy = toolbox, policy
             web = create_app(
                 stores,
                 secret=secret,
-                policy=policy,
+                policy=web_policy,
+                toolbox=box,
                 oidc=signing_in,
                 local_accounts=section.local_accounts,
                 throttle=StoreSignInThrottle(
@@ -102,7 +123,17 @@ def _serve(db: str | None, host: str, port: int) -> None:
                 + (["local accounts"] if section.local_accounts else [])
             )
             typer.echo(f"maitre console on http://{host}:{port}/ (stores: {url}; sign-in: {how})", err=True)
-            await uvicorn.Server(served).serve()
+            if agent is None:
+                await uvicorn.Server(served).serve()
+                return
+            typer.echo(f"resuming decided runs with {resume_agent}", err=True)
+            stop = anyio.Event()
+            async with anyio.create_task_group() as group:
+                group.start_soon(ResumeWorker(agent).run_forever, stop)
+                try:
+                    await uvicorn.Server(served).serve()
+                finally:
+                    stop.set()
 
     anyio.run(main)
 
