@@ -252,7 +252,7 @@ class _SignIn:
         return self.settings.redirect_uri or str(request.url_for("oidc_callback"))
 
     def client(self, request: Request) -> Any:
-        from authlib.integrations.httpx_client import (  # type: ignore[import-untyped]
+        from authlib.integrations.httpx_client import (
             AsyncOAuth2Client,
         )
 
@@ -282,7 +282,7 @@ class _SignIn:
         signed (so the verifier and nonce cannot be planted), `HttpOnly`, limited to the
         `/sign-in/oidc` paths, and lives `FLOW_MAX_AGE_S` seconds.
         """
-        from authlib.common.security import generate_token  # type: ignore[import-untyped]
+        from authlib.common.security import generate_token
         from starlette.responses import RedirectResponse
 
         try:
@@ -404,7 +404,7 @@ class _SignIn:
         return principal.user, principal.tenant, principal.roles
 
     async def _exchange(self, request: Request, provider: ProviderMetadata, code: str, verifier: str) -> str:
-        from authlib.common.errors import AuthlibBaseError  # type: ignore[import-untyped]
+        from authlib.common.errors import AuthlibBaseError
 
         try:
             async with self.client(request) as client:
