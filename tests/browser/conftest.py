@@ -1,9 +1,10 @@
 """Browser tests: Debian's Chromium, driven by Playwright, against the console served by uvicorn.
 
-One browser per session and a fresh context (cookies, storage) per person per test. The console
-runs on a background event loop (an anyio blocking portal) over a real SQLite file in tmp_path,
-and the test's own setup (accounts, agent runs, a resume worker) runs on that same loop through
-`world.call(...)`: Playwright's sync API owns the test thread's loop. The tests skip, saying why,
+One browser for the package (not the session: while Playwright's sync API is open it marks the
+thread's event loop as running, which the async tests elsewhere cannot share) and a fresh context
+(cookies, storage) per person per test. The console runs on a background event loop (an anyio
+blocking portal) over a real SQLite file in tmp_path, and the test's own setup (accounts, agent
+runs, resume workers) runs on that same loop through `world.call(...)`. The tests skip, saying why,
 only when no `chromium` is on PATH (`apt-get install chromium`; `.ci/run` installs it).
 """
 
@@ -17,6 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,7 +29,7 @@ import pytest
 from pydantic import Field
 
 from maitre import Gate, Principal, Toolbox, ToolCall
-from maitre.agent import Agent, Limits, Run
+from maitre.agent import Agent, Limits, Run, RunStatus
 from maitre.messages import UserMessage
 from maitre.models import Rule, ScriptedModel, after_tool, call, last_tool_result, last_user_says, tool_error
 
@@ -181,6 +183,19 @@ class World:
     def approval(self, approval_id: str) -> Any:
         return self.call(self.stores.approvals.get, approval_id)
 
+    def saved_run(self, run_id: str) -> Run:
+        saved = self.call(self.stores.runs.load, run_id)
+        assert saved is not None, run_id
+        return Run.from_json(saved.state_json)
+
+    def wait_for_run(self, run_id: str, *, timeout_s: float = 15.0) -> Run:
+        """The run once it has ended (a resume worker took it on and finished it), within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while (run := self.saved_run(run_id)).status in (RunStatus.PAUSED, RunStatus.RUNNING):
+            assert time.monotonic() < deadline, f"run {run_id} is still paused after {timeout_s} s"
+            time.sleep(0.05)
+        return run
+
 
 def _free_socket() -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -189,7 +204,7 @@ def _free_socket() -> socket.socket:
     return sock
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if CHROMIUM is None:
         why = "no `chromium` on PATH: the browser tests need it (apt-get install -y chromium)"
@@ -204,8 +219,9 @@ def browser() -> Iterator[Any]:
         launched.close()
 
 
-@pytest.fixture
-def world(browser: Any, tmp_path: Path) -> Iterator[World]:
+@contextmanager
+def serving(tmp_path: Path, sock: socket.socket | None = None, **options: Any) -> Iterator[World]:
+    """The console on `sock` (default: a free port) over a new SQLite file; `options` go to create_app."""
     import uvicorn
     from anyio.from_thread import start_blocking_portal
 
@@ -215,16 +231,16 @@ def world(browser: Any, tmp_path: Path) -> Iterator[World]:
 
     shop = make_shop()
     db = tmp_path / "console.db"
+    sock = sock or _free_socket()
+    port = sock.getsockname()[1]
     with start_blocking_portal() as portal:
         stores = portal.call(open_stores, str(db))
         people = account_store(stores)
         for name, tenant, roles in PEOPLE:
             account = Account(name=name, tenant=tenant, roles=frozenset(roles), password_hash=password_hash())
             portal.call(people.put, account)
-        app = create_app(stores, secret=SECRET, accounts=people, toolbox=shop.box)
+        app = create_app(stores, secret=SECRET, accounts=people, toolbox=shop.box, **options)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
-        sock = _free_socket()
-        port = sock.getsockname()[1]
         served = portal.start_task_soon(server.serve, [sock])
         deadline = time.monotonic() + 10
         while not server.started:
@@ -237,6 +253,47 @@ def world(browser: Any, tmp_path: Path) -> Iterator[World]:
             server.should_exit = True
             served.result(timeout=10)
             portal.call(stores.close)
+
+
+@pytest.fixture
+def world(browser: Any, tmp_path: Path) -> Iterator[World]:
+    with serving(tmp_path) as served:
+        yield served
+
+
+@pytest.fixture
+def oidc_world(browser: Any, tmp_path: Path) -> Iterator[tuple[World, Any]]:
+    """The console signing people in at our own small OpenID Provider (tests/console/idp.py)."""
+    from console.idp import running_idp  # tests/ is on sys.path: its packages import by name
+    from maitre.console.oidc import OIDCSettings
+
+    sock = _free_socket()
+    callback = f"http://127.0.0.1:{sock.getsockname()[1]}/sign-in/oidc/callback"
+    with running_idp(redirect_uris=[callback]) as idp:
+        settings = OIDCSettings(issuer=idp.issuer, client_id="maitre-console", redirect_uri=callback)
+        with serving(tmp_path, sock, oidc=settings) as served:
+            yield served, idp
+
+
+@pytest.fixture
+def workers(world: World) -> Iterator[None]:
+    """Two resume workers beside the console, as `maitre runs worker` would run them."""
+    import anyio
+
+    from maitre.agent import ResumeWorker
+
+    async def event() -> anyio.Event:
+        return anyio.Event()
+
+    stop = world.call(event)
+    running = [
+        world.portal.start_task_soon(ResumeWorker(world.agent(), poll_s=0.05).run_forever, stop)
+        for _ in range(2)
+    ]
+    yield
+    world.portal.call(stop.set)
+    for worker in running:
+        worker.result(timeout=10)
 
 
 @dataclass
@@ -271,22 +328,29 @@ def sign_in(page: Any, name: str, password: str = PASSWORD) -> None:
     expect(page.get_by_role("heading", name="Pending approvals")).to_be_visible()
 
 
-@pytest.fixture
-def people(browser: Any, world: World, request: pytest.FixtureRequest) -> Iterator[People]:
+def _people(browser: Any, world: World, request: pytest.FixtureRequest) -> Iterator[People]:
     opened = People(browser, world)
     yield opened
-    failed = any(
-        getattr(request.node, f"report_{when}", None) and getattr(request.node, f"report_{when}").failed
-        for when in ("setup", "call")
-    )
+    report = getattr(request.node, "report_call", None)
     for number, context in enumerate(opened.opened):
-        if failed:
+        if report is not None and report.failed:  # what each person's browser showed when it failed
             ARTEFACTS.mkdir(parents=True, exist_ok=True)
             for page in context.pages:
-                page.screenshot(
-                    path=str(ARTEFACTS / f"FAILED-{request.node.name}-{number}.png"), full_page=True
-                )
+                shot = ARTEFACTS / f"FAILED-{request.node.name}-{number}.png"
+                page.screenshot(path=str(shot), full_page=True)
         context.close()
+
+
+@pytest.fixture
+def people(browser: Any, world: World, request: pytest.FixtureRequest) -> Iterator[People]:
+    yield from _people(browser, world, request)
+
+
+@pytest.fixture
+def oidc_people(
+    browser: Any, oidc_world: tuple[World, Any], request: pytest.FixtureRequest
+) -> Iterator[People]:
+    yield from _people(browser, oidc_world[0], request)
 
 
 def screenshot(page: Any, name: str) -> Path:

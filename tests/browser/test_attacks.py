@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from playwright.sync_api import expect
@@ -75,6 +76,11 @@ def test_every_page_carries_a_strict_csp_that_the_browser_enforces(world: World,
     page.on("console", lambda message: violations.append(message.text))
     response = page.goto(f"/approvals/{approval_id}")
     assert response is not None and "script-src 'self'" in response.headers["content-security-policy"]
+    # the console's own script, a file from 'self', runs: the deadline counts down
+    expect(page.locator("time[data-expires]")).to_have_text(re.compile(r"^expires in 59 min \d+ s$"))
+    assert page.evaluate("() => [...document.scripts].map((s) => new URL(s.src).pathname)") == [
+        "/static/console.js"
+    ]
     ran = page.evaluate(
         """() => {
             const inline = document.createElement("script");

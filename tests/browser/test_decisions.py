@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 from playwright.sync_api import expect
+
+from maitre.agent import ToolResultMessage
 
 from .conftest import PASSWORD, People, World
 
@@ -30,18 +33,23 @@ def test_signing_in_with_a_local_account_opens_the_inbox_with_an_httponly_sessio
     expect(page).to_have_url("/sign-in")
 
 
-def test_a_second_person_denies_with_a_message_and_the_model_reads_it(world: World, people: People) -> None:
+def test_a_second_person_denies_with_a_message_and_the_model_reads_it(
+    world: World, people: People, workers: None
+) -> None:
     run = world.start_run("please refund 1200.00 on A1042", user="carol")
     (pending,) = run.pending
     page = people.signed_in("alice", javascript=False)  # every page works without JavaScript
     page.get_by_role("link", name="issue_refund").click()
+    expect(page.locator("time[data-expires]")).not_to_have_text(re.compile("expires in"))  # no countdown
     page.get_by_label("Message to the model").fill("A1042 is outside the refund window; offer a voucher")
     page.get_by_role("button", name="Deny").click()
     expect(page.get_by_role("heading", name="Denied")).to_be_visible()
     assert world.approval(pending.approval_id).status == "denied"
-    resumed = world.call(world.agent().resume, run.id)
+    resumed = world.wait_for_run(run.id)  # the workers beside the console resume it
     assert resumed.status.value == "finished" and world.shop.refunds == []
     assert "outside the refund window; offer a voucher" in resumed.final_text
+    denial = [m for m in resumed.messages if isinstance(m, ToolResultMessage)][-1]
+    assert denial.error_code == "APPROVAL_DENIED" and "offer a voucher" in denial.content
 
 
 def test_the_requester_cannot_approve_their_own_refund(world: World, people: People) -> None:
@@ -80,12 +88,14 @@ def test_another_tenants_approver_sees_nothing_and_cannot_open_the_request(
 
 
 def test_a_request_that_expires_while_open_shows_the_expired_page(world: World, people: People) -> None:
-    approval_id = world.pending_call({"order_id": "A3003", "amount": "10.00"}, ttl_s=2.0)
     page = people.signed_in("bob")
+    approval_id = world.pending_call({"order_id": "A3003", "amount": "10.00"}, ttl_s=3.0)
     page.goto(f"/approvals/{approval_id}")
     approve = page.get_by_role("button", name="Approve")
     expect(approve).to_be_visible()
-    time.sleep(max(0.0, world.approval(approval_id).expires_at - time.time()) + 0.1)
+    expect(page.locator("time[data-expires]")).to_have_text(re.compile(r"^expires in [0-9] s$"))
+    expect(page.locator("time[data-expires]")).to_have_text("expired", timeout=4_000)  # console.js
+    time.sleep(max(0.0, world.approval(approval_id).expires_at - time.time()) + 0.05)
     approve.click()
     expect(page.get_by_role("heading", name="Expired")).to_be_visible()
     expect(page.get_by_role("status")).to_contain_text("expired")

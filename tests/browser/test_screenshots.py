@@ -23,26 +23,36 @@ def size_of(png: Path) -> tuple[int, int]:
     return width, height
 
 
-def test_the_inbox_a_request_page_and_a_run_page_as_screenshots(world: World, people: People) -> None:
+def test_the_inbox_a_request_page_an_edit_and_a_run_page_as_screenshots(
+    world: World, people: People, workers: None
+) -> None:
     runs = [world.start_run(goal, user=user, run_id=run_id) for run_id, user, goal in ASKS]
     page = people.signed_in("bob")
     rows = page.locator("tbody tr")
     expect(rows).to_have_count(3)
     for run_id, _, _ in ASKS:
         expect(page.get_by_text(run_id)).to_be_visible()
-    shot = screenshot(page, "inbox")
-    assert size_of(ARTEFACTS / "inbox.png") == (1280, 900) == size_of(shot)
+    shots = [screenshot(page, "inbox")]
+
     page.goto(f"/approvals/{runs[0].pending[0].approval_id}")
-    expect(page.get_by_role("heading", name="issue_refund")).to_be_visible()
-    expect(page.get_by_text('"1200.00"').first).to_be_visible()
-    shot = screenshot(page, "request")
-    assert size_of(ARTEFACTS / "request.png") == (1280, 900) == size_of(shot)
-    page.get_by_label("Note").fill("checked with the warehouse: the parcel was damaged")
-    page.get_by_role("button", name="Approve").click()
+    expect(page.get_by_role("heading", name="shop.issue_refund")).to_be_visible()
+    expect(page.get_by_role("link", name="Edit the arguments")).to_be_visible()
+    shots.append(screenshot(page, "request"))
+
+    page.get_by_role("link", name="Edit the arguments").click()
+    page.get_by_label("amount").fill("600.00")
+    page.get_by_label("Note (kept with the decision)").fill("half now: the rest once the parcel is back")
+    page.get_by_role("button", name="Review the change").click()
+    expect(page.locator("table.diff ins")).to_have_text('"600.00"')
+    shots.append(screenshot(page, "edit"))
+
+    page.get_by_role("button", name="Approve with these arguments").click()
     expect(page.get_by_role("heading", name="Approved")).to_be_visible()
-    finished = world.call(world.agent().resume, runs[0].id)
-    assert finished.status.value == "finished" and world.shop.refunds == [("A1042", "1200.00")]
+    assert world.wait_for_run(runs[0].id).status.value == "finished"
+    assert world.shop.refunds == [("A1042", "600.00")]
     page.goto(f"/runs/{runs[0].id}")
-    expect(page.get_by_text("Refunded 1200.00 INR for A1042.").first).to_be_visible()
-    shot = screenshot(page, "run")
-    assert size_of(ARTEFACTS / "run.png") == (1280, 900) == size_of(shot)
+    expect(page.locator("dd.status")).to_have_text("finished (completed)")
+    shots.append(screenshot(page, "run"))
+
+    for shot in shots:
+        assert size_of(ARTEFACTS / shot.name) == (1280, 900) == size_of(shot)
