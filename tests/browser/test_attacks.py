@@ -29,14 +29,21 @@ def test_script_in_tool_arguments_is_shown_as_text_and_never_runs(world: World, 
     no_script_ran(page)
     expect(page.get_by_text(SCRIPT).first).to_be_visible()
     expect(page.get_by_text("<img src=x onerror=").first).to_be_visible()
+    page.get_by_role("link", name="Edit the arguments").click()  # in form fields: values, whole
+    no_script_ran(page)
+    expect(page.get_by_label("order_id")).to_have_value(SCRIPT)
+    expect(page.get_by_label("note", exact=True)).to_have_value(ATTRIBUTE)
 
 
 def forged_form(action: str, token: str | None) -> str:
-    field = "" if token is None else f'<input type="hidden" name="csrf" value="{token}">'
+    """A page that posts to the console: a decision, or an edit to what the attacker wants paid."""
+    fields = {"message": "ok", "note": "ok", "edited": '{"order_id": "A4004", "amount": "4999.00"}'}
+    if token is not None:
+        fields["csrf"] = token
+    hidden = "".join(f"<input type=hidden name={name} value='{value}'>" for name, value in fields.items())
     return (
         "<!doctype html><title>You won a prize</title>"
-        f'<form method="post" action="{action}">{field}<input type="hidden" name="message" value="ok">'
-        '<button type="submit">Claim your prize</button></form>'
+        f'<form method="post" action="{action}">{hidden}<button type="submit">Claim your prize</button></form>'
     )
 
 
@@ -46,8 +53,8 @@ def test_a_form_posted_from_another_origin_decides_nothing(
     approval_id = world.pending_call({"order_id": "A4004", "amount": "4000.00"})
     page = people.signed_in("bob")  # the approver is signed in, in this very browser
     page.goto(f"/approvals/{approval_id}")
-    for token in (None, "a-guessed-token"):
-        attacker.html = forged_form(f"{world.url}/approvals/{approval_id}/approve", token)
+    for action, token in [("approve", None), ("approve", "a-guessed-token"), ("edit/confirm", None)]:
+        attacker.html = forged_form(f"{world.url}/approvals/{approval_id}/{action}", token)
         page.goto(attacker.url)  # another port of 127.0.0.1: same site, so the cookie does go along
         page.get_by_role("button", name="Claim your prize").click()
         expect(page.get_by_role("heading", name="Refused")).to_be_visible()  # the CSRF token stops it
@@ -58,7 +65,8 @@ def test_a_form_posted_from_another_origin_decides_nothing(
     page.get_by_role("button", name="Claim your prize").click()
     expect(page).to_have_url(f"{world.url}/sign-in")
     request = world.approval(approval_id)
-    assert request.status == "pending" and request.approver is None and world.shop.refunds == []
+    assert request.status == "pending" and request.approver is None and request.edited_arguments is None
+    assert world.shop.refunds == []
     page.goto(f"/approvals/{approval_id}")  # and bob is still signed in, the request still decidable
     expect(page.get_by_role("button", name="Approve")).to_be_visible()
 
