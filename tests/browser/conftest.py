@@ -332,8 +332,11 @@ def _people(browser: Any, world: World, request: pytest.FixtureRequest) -> Itera
     opened = People(browser, world)
     yield opened
     report = getattr(request.node, "report_call", None)
+    failed = report is not None and report.failed
+    for old in ARTEFACTS.glob(f"FAILED-{request.node.name}-*.png"):
+        old.unlink()  # from an earlier run
     for number, context in enumerate(opened.opened):
-        if report is not None and report.failed:  # what each person's browser showed when it failed
+        if failed:  # what each person's browser showed when the test failed
             ARTEFACTS.mkdir(parents=True, exist_ok=True)
             for page in context.pages:
                 shot = ARTEFACTS / f"FAILED-{request.node.name}-{number}.png"
