@@ -19,6 +19,15 @@
   (`Task.cancelling()`), on other backends anyio's cancellation exception (trio raises it only
   for a real cancel scope), and the GeneratorExit of the calling coroutine being closed. The call
   counts as executed, so a write's idempotency key is marked uncertain, and it is audited.
+- A write whose idempotency key this call holds is not abandoned half-way by its caller's
+  cancellation (a worker stopping, a server shutting down): once its side effect has started, the
+  attempt runs on shielded from the caller's cancel scopes, still bounded by the tool's own
+  deadline; a sync tool's thread is waited for even when the calling task is cancelled natively
+  (`task.cancel()`), to the same deadline. Then its result is shaped, its key settled and the call
+  audited, once, (`record.record_interrupted`, also shielded) - a retry with the same approval or
+  key replays it - and only then does the cancellation go on. An async tool cancelled natively
+  cannot be resumed: its key is marked uncertain. A retry backoff is not waited out for a caller
+  that is gone.
 """
 
 from __future__ import annotations
@@ -28,12 +37,13 @@ import contextlib
 import contextvars
 import functools
 import logging
+import math
 import random
 import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import anyio
@@ -43,6 +53,7 @@ from ..stores.base import Stores
 from ..tools import Tool
 from ..types import Effect, ErrorCode, Principal, ToolError
 from .base import CallContext
+from .record import RECORD_GRACE_S, record_interrupted
 
 __all__ = ["SYNC_POOL_SIZE", "execute", "invoke_tool", "sync_threads_held"]
 
@@ -55,6 +66,41 @@ async def execute(ctx: CallContext) -> ToolError | None:
     assert tool is not None
     if ctx.replayed:
         return None  # the idempotency stage found a completed key: nothing runs twice
+    if not ctx.owns_key:
+        return await _attempts(ctx, tool, guard=False)
+    try:
+        return await _attempts(ctx, tool, guard=True)
+    except _Interrupted as stop:
+        # The caller was cancelled while its write ran: record what the write did before going on.
+        with anyio.CancelScope(shield=True) as recording:
+            recording.deadline = anyio.current_time() + RECORD_GRACE_S
+            await record_interrupted(ctx, stop.error)
+        if stop.cancel is not None:
+            raise stop.cancel from None
+    await anyio.lowlevel.checkpoint()  # the caller's cancel scope is cancelled: this raises it
+    return None  # pragma: no cover - only if the scope's cancellation was withdrawn meanwhile
+
+
+class _Interrupted(Exception):
+    """A guarded write's attempt ended (or was waited for) after its caller was cancelled."""
+
+    def __init__(self, error: ToolError | None, cancel: BaseException | None) -> None:
+        super().__init__("the caller was cancelled during a write")
+        self.error = error
+        """What the attempt came to (None: it succeeded and `ctx.output` holds its value)."""
+        self.cancel = cancel
+        """The cancellation to raise once the call is recorded; None when it is still pending in
+        an anyio cancel scope (the next checkpoint raises it)."""
+
+
+def _cancel_pending() -> bool:
+    """True when a cancel scope around the caller has been cancelled (outside any shield)."""
+    return anyio.current_effective_deadline() == -math.inf
+
+
+async def _attempts(ctx: CallContext, tool: Tool, *, guard: bool) -> ToolError | None:
+    """Every attempt the call gets; `guard`: a write whose key this call holds (see the module
+    docstring: each attempt is shielded, and the caller's cancellation raises `_Interrupted`)."""
     limits = ctx.gate.limits
     attempts = 1 + tool.retries
     error: ToolError | None = None
@@ -62,7 +108,13 @@ async def execute(ctx: CallContext) -> ToolError | None:
         if _time_left(ctx, tool) <= 0:
             return error or _deadline_passed(ctx, tool)  # no new attempt past the door's deadline
         ctx.attempts = attempt
-        error = await _attempt(ctx, tool)
+        if guard:
+            with anyio.CancelScope(shield=True):  # bounded: the attempt has its own deadline inside
+                error = await _attempt(ctx, tool, guard=True)
+            if _cancel_pending():
+                raise _Interrupted(error, None)
+        else:
+            error = await _attempt(ctx, tool)
         if error is None:
             return None
         if not error.retryable or attempt == attempts:
@@ -72,7 +124,12 @@ async def execute(ctx: CallContext) -> ToolError | None:
         delay = min(limits.retry_backoff_cap_s, limits.retry_backoff_s * 2 ** (attempt - 1))
         if error.retry_after_s:
             delay = max(delay, min(error.retry_after_s, limits.retry_backoff_cap_s))
-        await anyio.sleep(random.uniform(0, delay))
+        try:
+            await anyio.sleep(random.uniform(0, delay))
+        except anyio.get_cancelled_exc_class() as cancel:
+            if not guard:
+                raise
+            raise _Interrupted(error, cancel) from None
     return None  # pragma: no cover - the loop always returns
 
 
@@ -93,7 +150,7 @@ def _deadline_passed(ctx: CallContext, tool: Tool) -> ToolError:
     )
 
 
-async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
+async def _attempt(ctx: CallContext, tool: Tool, *, guard: bool = False) -> ToolError | None:
     lease: _Lease | None = None
     if tool.fn is not None and not tool.is_async:
         admitted = _SLOTS.lease(tool)
@@ -104,8 +161,8 @@ async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
     ctx.tool_raised = False
     resume: _Resume | None = None
     budget = _time_left(ctx, tool)
+    started = time.monotonic()
     try:
-        started = time.monotonic()
         coro = invoke_tool(
             tool, ctx.validated, ctx.principal, ctx.run, ctx.idempotency_key, ctx.gate.stores, lease=lease
         )
@@ -118,7 +175,22 @@ async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
         async with _deadline(max(0.0, budget - (time.monotonic() - started))):
             ctx.output = await resume
         return None
-    except TimeoutError:
+    except BaseException as caught:
+        failure = _failure(ctx, tool, caught, budget, resume)
+        if failure is not None:
+            return failure
+        if not guard or isinstance(caught, GeneratorExit):
+            raise  # the host stopping its own work (a coroutine being closed cannot wait for anything)
+        left = budget - (time.monotonic() - started)
+        raise _Interrupted(await _after_cancel(ctx, tool, lease, left), caught) from None
+
+
+def _failure(
+    ctx: CallContext, tool: Tool, caught: BaseException, budget: float, resume: _Resume | None
+) -> ToolError | None:
+    """The error an attempt that raised `caught` comes to; None when `caught` is the host stopping
+    the call (see the module docstring), which is not the tool's failure but the caller's."""
+    if isinstance(caught, TimeoutError):
         return ToolError(
             ErrorCode.TIMEOUT,
             f"{tool.name} did not finish within {budget:.3g} s and was stopped."
@@ -129,29 +201,73 @@ async def _attempt(ctx: CallContext, tool: Tool) -> ToolError | None:
             ),
             details={"timeout_s": tool.timeout},
         )
-    except ToolError as exc:
+    if isinstance(caught, ToolError):
         ctx.tool_raised = True  # its text is the tool's: it carries the tool's trust, not the gate's
-        return exc
-    except tool.transient as exc:
+        return caught
+    if isinstance(caught, tool.transient):
         return ToolError(
             ErrorCode.TEMPORARY_UNAVAILABLE,
-            f"{tool.name} is temporarily unavailable ({_type_name(exc)}). Try again later.",
+            f"{tool.name} is temporarily unavailable ({_type_name(caught)}). Try again later.",
             retryable=True,
         )
-    except BaseException as caught:
-        raised = caught.raised if isinstance(caught, _Escaped) else caught
-        if raised is caught and not isinstance(raised, Exception) and _host_stopping(raised, resume):
-            raise
-        logger.error(
-            "tool %s raised %s (call %s)", tool.name, type(raised).__name__, ctx.call.id, exc_info=raised
-        )
-        return ToolError(
-            ErrorCode.INTERNAL,
-            f"{tool.name} failed with an internal error ({_type_name(raised)}). This is not caused by "
-            "your arguments; retrying the same call will fail the same way. Continue without it or tell "
-            "the user.",
-            details={"exception": _type_name(raised)},
-        )
+    raised = caught.raised if isinstance(caught, _Escaped) else caught
+    if raised is caught and not isinstance(raised, Exception) and _host_stopping(raised, resume):
+        return None
+    logger.error(
+        "tool %s raised %s (call %s)", tool.name, type(raised).__name__, ctx.call.id, exc_info=raised
+    )
+    return ToolError(
+        ErrorCode.INTERNAL,
+        f"{tool.name} failed with an internal error ({_type_name(raised)}). This is not caused by "
+        "your arguments; retrying the same call will fail the same way. Continue without it or tell "
+        "the user.",
+        details={"exception": _type_name(raised)},
+    )
+
+
+async def _after_cancel(ctx: CallContext, tool: Tool, lease: _Lease | None, left: float) -> ToolError | None:
+    """How a guarded write whose calling task was cancelled natively (through the shield) ended.
+
+    A sync tool's thread cannot be stopped: it is waited for, to the attempt's deadline, and its
+    value or failure is the call's. A sync call no thread had picked up yet never runs. An async
+    tool received the cancellation itself: it may or may not have acted."""
+    if lease is not None:
+        if not lease.ran or lease.future is None:
+            ctx.executed = False
+            return ToolError(
+                ErrorCode.TEMPORARY_UNAVAILABLE,
+                f"The caller was cancelled before {tool.name} started; it was not executed.",
+                details={"cancelled": True, "executed": False},
+            )
+        try:
+            ctx.output = await _thread_outcome(lease.future, left)
+        except BaseException as caught:
+            return _failure(ctx, tool, caught, tool.timeout, None) or _stopped(tool)
+        return None
+    return _stopped(tool)
+
+
+def _stopped(tool: Tool) -> ToolError:
+    return ToolError(
+        ErrorCode.TIMEOUT,
+        f"{tool.name} was stopped before it finished because its caller was cancelled. It may or may not "
+        "have taken effect; check its status before trying again.",
+        details={"cancelled": True},
+    )
+
+
+async def _thread_outcome(future: Future[Any], seconds: float) -> Any:
+    """The value of a sync tool's thread, waited for up to `seconds` however often the calling task
+    is cancelled meanwhile (the cancellation it was given is raised by the caller afterwards)."""
+    waiter = asyncio.wrap_future(future)
+    end = time.monotonic() + seconds
+    while not waiter.done():
+        left = end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((waiter,), timeout=left)
+    return waiter.result()
 
 
 def _type_name(exc: BaseException) -> str:
@@ -237,8 +353,10 @@ async def invoke_tool(
                 work, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(1)
             )
         # asyncio's own executor hop costs less than anyio's (no limiter, no extra checkpoint); on
-        # cancellation the awaiting future is cancelled and the thread abandoned, as with anyio.
-        return await loop.run_in_executor(_executor(), work)
+        # cancellation the awaiting future is cancelled and the thread abandoned, as with anyio (the
+        # future is kept on the lease: a guarded write's caller waits for it, see `_after_cancel`).
+        held.future = future = _executor().submit(work)
+        return await asyncio.wrap_future(future, loop=loop)
     finally:
         held.give_up()  # frees the slot only if no thread ever started the call
 
@@ -323,12 +441,16 @@ class _Lease:
     """One admitted sync call's slot: released when its thread returns, or at once if no thread
     ever started it (the caller gave up while it waited for a thread)."""
 
-    __slots__ = ("_slots", "_state", "_tool")
+    __slots__ = ("_slots", "_state", "_tool", "future", "ran")
 
     def __init__(self, slots: _Slots, tool: Tool) -> None:
         self._slots = slots
         self._tool = tool
         self._state = "admitted"  # -> "running" -> "done", or "admitted" -> "done"
+        self.ran = False
+        """True once a thread started the call (final after `give_up`: False then means never)."""
+        self.future: Future[Any] | None = None
+        """The thread's future (asyncio only), for a caller that waits past its own cancellation."""
 
     def run(self, context: contextvars.Context, call: Callable[[], Any]) -> Any:
         """Runs in the worker thread."""
@@ -336,6 +458,7 @@ class _Lease:
             if self._state != "admitted":
                 return None  # given up before a thread picked it up: nobody awaits the result
             self._state = "running"
+            self.ran = True
         try:
             return context.run(call)
         except BaseException as exc:

@@ -12,24 +12,36 @@ where the database can make it wait (the tool has run: what it did must be writt
 stored on its own so a retry replays it, and the error goes on as before. `idempotency.settle`
 leaves the result on the context (`ctx.completion`) when `completing_recorder` says a recorder
 will store it.
+
+A write whose caller was cancelled while it ran never reaches the pipeline's last steps; the
+execute stage calls `record_interrupted` for it instead (see `maitre.gate.execute`), shielded, so
+what the write did is still stored and audited once before the cancellation goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..audit import AuditEntry, digest, redact
 from ..audit.canonical import canonical_json
-from ..types import ToolResult
+from ..types import ToolError, ToolResult, Trust
 from .base import CallContext, Decision
 from .hashing import sha256_text, validated_text
+from .loop_guard import note_outcome
+from .shape import shape_error, shape_output
 
 if TYPE_CHECKING:
     from .pipeline import Gate
 
-__all__ = ["AuditRecorder", "completing_recorder"]
+__all__ = ["RECORD_GRACE_S", "AuditRecorder", "completing_recorder", "record_interrupted"]
+
+logger = logging.getLogger("maitre.gate")
+
+RECORD_GRACE_S = 10.0
+"""The longest `record_interrupted` may hold a cancelled caller (shaping, settling, auditing)."""
 
 
 class AuditRecorder:
@@ -114,6 +126,46 @@ async def _complete_and_append(
         with contextlib.suppress(Exception):
             await idempotency.complete(key, completion, tenant=tenant, now=now)
         raise
+
+
+async def record_interrupted(ctx: CallContext, error: ToolError | None) -> None:
+    """Shape, settle and record a call whose caller was cancelled after its write started.
+
+    The same steps as the end of `Gate.call` (shape the output or the error, the plan's settle
+    steps - the idempotency key completed, released or marked uncertain -, taint, every recorder),
+    which the cancelled caller would never reach. Nobody reads the result: what matters is that the
+    key replays it and the audit log has it, once. Call it inside a shield."""
+    tool = ctx.tool
+    assert tool is not None
+    gate = ctx.gate
+    result: ToolResult | None = None
+    if error is None:
+        shaped = await shape_output(ctx)
+        if isinstance(shaped, ToolError):
+            error = shaped
+        else:
+            result = shaped
+    error = note_outcome(ctx, error)
+    if error is not None:
+        ctx.error = error
+        result = shape_error(ctx, error)
+    assert result is not None
+    result.approval = ctx.ticket
+    settlers = gate.plan(tool).settlers if gate._planned is not None else gate._settlers
+    for settle, wait in settlers:
+        try:
+            settled = settle(ctx, result)
+            if wait:
+                await settled
+        except Exception:
+            logger.exception("settling call %s after its caller was cancelled failed", ctx.call.id)
+    if (ctx.executed or ctx.replayed) and tool.trust is Trust.UNTRUSTED:
+        gate._taint(ctx)
+    for recorder in gate.recorders:
+        try:
+            await recorder(ctx, result)
+        except Exception:
+            logger.exception("recording call %s after its caller was cancelled failed", ctx.call.id)
 
 
 def completing_recorder(gate: Gate, idempotency: object) -> AuditRecorder | None:
