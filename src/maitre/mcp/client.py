@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, ToolsListChanged
@@ -76,7 +77,7 @@ from .egress import (
     OVERSIZE_MARKER,
     AddressGuard,
     AddressRefused,
-    guarded_http_transport,
+    _hooks,
 )
 from .pinning import DriftReport, Lockfile, check_drift, closed_schema
 from .scanner import Finding, scan_servers
@@ -160,6 +161,9 @@ class McpUpstream:
         namespace: prefix of the imported names (`weather.get_forecast`); also the lockfile key.
         lockfile: path or `Lockfile`; when given, only pinned, unchanged tools are imported.
         headers: HTTP headers for *this* upstream (its own credentials), never the caller's.
+        auth: an `httpx2.Auth` for *this* upstream's HTTP transport (an OAuth client flow, see
+            `maitre.mcp.upstream_auth`); like `headers`, it is the upstream's credential, never
+            the caller's. Ignored for a stdio target.
         scan: "block" (high findings keep a tool out), "warn" (report only) or "off".
         peers: other servers' wire definitions (`{namespace: [tool, ...]}`), for shadowing checks.
         overrides: per upstream tool name, metadata that replaces what annotations suggest.
@@ -185,6 +189,7 @@ class McpUpstream:
         namespace: str,
         lockfile: str | PathLike[str] | Lockfile | None = None,
         headers: Mapping[str, str] | None = None,
+        auth: httpx2.Auth | None = None,
         scan: Literal["block", "warn", "off"] = "block",
         peers: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
@@ -200,6 +205,7 @@ class McpUpstream:
         self.namespace = namespace
         self.lockfile = Lockfile.load(lockfile) if isinstance(lockfile, str | PathLike) else lockfile
         self.headers = dict(headers or {})
+        self.auth = auth
         self.scan = scan
         self.peers = {k: list(v) for k, v in (peers or {}).items()}
         self.overrides = {k: dict(v) for k, v in (overrides or {}).items()}
@@ -230,8 +236,12 @@ class McpUpstream:
         if isinstance(self.target, StdioServerParameters):
             server: Any = self.target
         else:
-            server = guarded_http_transport(
-                self.target, self.headers, guard=self.guard, max_response_bytes=self.max_response_bytes
+            server = _guarded_transport(
+                self.target,
+                self.headers,
+                auth=self.auth,
+                guard=self.guard,
+                max_response_bytes=self.max_response_bytes,
             )
         return Client(
             server,
@@ -559,6 +569,26 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
     return [exc]
+
+
+@asynccontextmanager
+async def _guarded_transport(
+    url: str,
+    headers: Mapping[str, str],
+    *,
+    auth: httpx2.Auth | None,
+    guard: AddressGuard,
+    max_response_bytes: int,
+) -> AsyncIterator[Any]:
+    """`egress.guarded_http_transport` with an `httpx2.Auth` on the HTTP client (the guard's request
+    hook runs before every request the auth flow sends too, token endpoints included)."""
+    await guard.check_url(url)
+    async with create_mcp_http_client(headers=dict(headers) or None, auth=auth) as http:
+        http.event_hooks = _hooks(guard, max_response_bytes)
+        async with streamable_http_client(
+            url, http_client=http, max_sse_event_size=max_response_bytes
+        ) as streams:
+            yield streams
 
 
 @asynccontextmanager
