@@ -168,6 +168,31 @@ class SQLAuditStore:
         sql = f"{_SELECT} WHERE seq > ? ORDER BY seq{limit_sql(limit, params)}"
         return [audit_from_row(row) for row in await self.engine.fetchall(sql, params)]
 
+    async def entries_for_run(
+        self,
+        run_id: str,
+        *,
+        tenant: str | None = None,
+        since_seq: int = 0,
+        until_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[AuditEntry]:
+        """The entries of run `run_id` (and of `tenant`, when given) with seq in (`since_seq`,
+        `until_seq`], in seq order, at most `limit` of them.
+
+        Read-only. The run is matched by the database as it reads the seq range (the primary key), so
+        other runs' and tenants' entries cost no rows fetched; give a range to bound the rows read."""
+        params: list[object] = [run_id, since_seq]
+        sql = f"{_SELECT} WHERE run_id = ? AND seq > ?"
+        if until_seq is not None:
+            sql += " AND seq <= ?"
+            params.append(until_seq)
+        if tenant is not None:
+            sql += " AND tenant = ?"
+            params.append(tenant)
+        sql += f" ORDER BY seq{limit_sql(limit, params)}"
+        return [audit_from_row(row) for row in await self.engine.fetchall(sql, params)]
+
     async def last(self) -> AuditEntry | None:
         row = await self.engine.fetchone(f"{_SELECT} ORDER BY seq DESC LIMIT 1")
         return None if row is None else audit_from_row(row)
