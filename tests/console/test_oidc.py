@@ -242,6 +242,19 @@ async def test_a_token_from_the_provider_without_a_tenant_cannot_sign_in(console
         refused(await oidc_sign_in(client), 401, "no 'tenant' claim")
 
 
+@pytest.mark.parametrize(
+    "claims",
+    [{"sub": "da\x00na"}, {"sub": "dana", "tenant": "ac\x00me"}, {"sub": "dana", "roles": ["appr\x00ver"]}],
+)
+async def test_a_token_naming_the_person_with_a_nul_byte_cannot_sign_in(
+    console_with: Any, idp: LocalIdP, claims: dict[str, Any]
+):
+    """Each decision records the approver's name, and no store holds a NUL: refused at sign-in."""
+    idp.sign_in_as(**{"tenant": "acme", **claims})
+    async with console_with() as client:
+        refused(await oidc_sign_in(client), 401, "NUL byte")
+
+
 async def test_there_is_no_way_to_sign_in_by_pasting_a_token(console_with: Any, idp: LocalIdP):
     """A valid ID token, minted by the provider for this client, is worth nothing handed over directly."""
     async with console_with() as client:

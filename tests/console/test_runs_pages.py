@@ -4,6 +4,7 @@ approved in the console, resumed and finished. Tenant isolation and escaping are
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,9 @@ import pytest
 from maitre import Principal
 from maitre.agent import Agent, Limits
 from maitre.agent.run import Run, RunStatus
-from maitre.console.audit_page import run_entries
+from maitre.audit import AuditEntry
+from maitre.console import audit_page
+from maitre.console.audit_page import run_audit, run_entries
 from maitre.console.runs_pages import timeline
 from maitre.models import Rule, ScriptedModel, after_tool, call, last_tool_result, last_user_says
 
@@ -257,3 +260,56 @@ async def test_the_runs_pages_need_a_sign_in(client_for, story):
         for path in ("/runs", f"/runs/{story.finished.id}"):
             response = await client.get(path)
             assert response.status_code == 303 and response.headers["location"] == "/sign-in"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "memory"])
+async def test_a_runs_entries_are_found_however_much_other_tenants_wrote_since_it_began(stores, backend):
+    """The SQL stores read the run's entries by run id; any other store is looked through page by page.
+    Either way only the run's own entries count towards the limit."""
+    from maitre.storage.memory import MemoryAuditStore
+
+    store = stores.audit if backend == "sqlite" else MemoryAuditStore()
+    began = time.time()
+
+    def entry(tenant: str, run_id: str | None, decision: str) -> AuditEntry:
+        return AuditEntry(at=time.time(), user="u", tenant=tenant, tool="t", decision=decision, run_id=run_id)
+
+    await store.append(entry("acme", "r1", "approval_required"))
+    for _ in range(40):
+        await store.append(entry("evil", None, "allow"))
+    await store.append(entry("evil", "r1", "allow"))  # the same run id in another tenant: not this run
+    await store.append(entry("acme", "r1", "approved"))
+    found = await run_audit(store, "acme", "r1", since=began, limit=3)
+    assert [e.decision for e in found.entries] == ["approval_required", "approved"] and found.complete
+    assert [e.decision for e in await run_entries(store, "acme", "r1", since=began, limit=3)] == [
+        "approval_required",
+        "approved",
+    ]
+    capped = await run_audit(store, "acme", "r1", since=began, limit=1)
+    assert [e.decision for e in capped.entries] == ["approval_required"] and not capped.complete
+    window = await run_audit(store, "acme", "r1", since=began, scan_limit=10)
+    assert [e.decision for e in window.entries] == ["approval_required"]
+    assert (window.looked_to, window.newest, window.complete) == (10, 43, False)
+
+
+async def test_the_run_page_says_when_its_entries_were_looked_for_only_so_far(
+    client_for, story, stores, monkeypatch
+):
+    for _ in range(5):
+        await stores.audit.append(
+            AuditEntry(at=time.time(), user="m", tenant="evil", tool="x", decision="allow")
+        )
+    async with client_for() as client:
+        await sign_in(client, "bob")
+        whole = await client.get(f"/runs/{story.finished.id}")
+        monkeypatch.setattr(audit_page, "RUN_SCAN_LIMIT", 2)
+        cut = await client.get(f"/runs/{story.finished.id}")
+    assert whole.status_code == cut.status_code == 200
+    assert (
+        len(re.findall("Gate: <span", whole.text)) == 3
+        and "later ones are on the audit page" not in whole.text
+    )
+    assert len(re.findall("Gate: <span", cut.text)) < 3
+    assert re.search(
+        r"found up to entry #\d+ of \d+; later ones are on the audit page", re.sub(r"\s+", " ", cut.text)
+    )

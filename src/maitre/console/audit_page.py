@@ -13,12 +13,13 @@ a person kept from an earlier view can be given to check the log against it.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlencode
 
 from ..audit import GENESIS_HASH, AuditEntry, ChainVerifier, VerifyReport
@@ -38,11 +39,15 @@ __all__ = [
     "ChainStatus",
     "DECISIONS",
     "PAGE_SIZE",
+    "RUN_ENTRIES_LIMIT",
+    "RUN_SCAN_LIMIT",
+    "RunAudit",
     "SCAN_LIMIT",
     "VERIFY_LIMIT",
     "parse_anchor",
     "parse_filter",
     "routes",
+    "run_audit",
     "run_entries",
     "survey",
 ]
@@ -53,6 +58,10 @@ VERIFY_LIMIT = 20_000
 """At most this many of the newest entries are verified per view."""
 SCAN_LIMIT = 20_000
 """At most this many entries are looked through to fill one page of the list."""
+RUN_ENTRIES_LIMIT = 5_000
+"""A run page shows at most this many of the gate's entries of the run."""
+RUN_SCAN_LIMIT = 1_000_000
+"""At most this many entries, from a run's start on, are looked through for the run's own."""
 _BATCH = 2_000
 _RUN_SLACK_S = 300.0
 """Entries are looked for from this long before a run was created (clocks of several hosts)."""
@@ -104,14 +113,33 @@ class AuditFilter:
         )
 
 
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_SEQ = re.compile(r"[0-9]{1,19}")
+"""An entry number as the page writes it: ASCII digits (`str.isdigit` also takes '²' and '١')."""
+_ANCHOR = re.compile(r"([0-9]{1,19}):([0-9a-fA-F]{64})")
+_MAX_SEQ = 2**63 - 1
+"""The largest seq a store holds (Postgres `bigint`)."""
+
+
 def _moment(text: str, *, end: bool) -> float:
-    """An ISO date or date-time (UTC unless it says otherwise); a bare date as `to` means its end."""
+    """An ISO date or date-time (UTC unless it says otherwise); a bare date as `to` means its end.
+
+    Raises ValueError for text that is not one, OverflowError for one outside what a date can be."""
     parsed = datetime.fromisoformat(text)
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    if end and len(text) == 10:  # YYYY-MM-DD: the whole day is included
-        parsed += timedelta(days=1)
-    return parsed.timestamp()
+    moment = parsed.timestamp()
+    if end and _DATE.fullmatch(text):  # YYYY-MM-DD: the whole day is included (9999-12-31 too)
+        moment += timedelta(days=1).total_seconds()
+    return moment
+
+
+def _seq(text: str) -> int | None:
+    """An entry number (1 to the largest a store holds) written in ASCII digits, else None."""
+    if not _SEQ.fullmatch(text):
+        return None
+    value = int(text)
+    return value if 1 <= value <= _MAX_SEQ else None
 
 
 def parse_filter(params: Mapping[str, str]) -> tuple[AuditFilter, list[str]]:
@@ -129,6 +157,8 @@ def parse_filter(params: Mapping[str, str]) -> tuple[AuditFilter, list[str]]:
             continue
         try:
             moments[name] = _moment(value, end=name == "to")
+        except OverflowError:
+            errors.append(f"{name!r} is outside the dates the log can hold (years 1 to 9999).")
         except ValueError:
             errors.append(f"{name!r} is not a date or time (write it as 2026-12-01 or 2026-12-01T09:30).")
     decision = text("decision")
@@ -147,16 +177,11 @@ def parse_filter(params: Mapping[str, str]) -> tuple[AuditFilter, list[str]]:
 
 def parse_anchor(text: str) -> tuple[int, str] | None:
     """`SEQ:HASH` (what the page and `maitre audit verify` print), or None if it is not one."""
-    seq, _, digest = text.strip().partition(":")
-    digest = digest.lower()
-    if (
-        not seq.isdigit()
-        or int(seq) < 1
-        or len(digest) != 64
-        or any(c not in "0123456789abcdef" for c in digest)
-    ):
+    found = _ANCHOR.fullmatch(text.strip())
+    seq = _seq(found.group(1)) if found else None
+    if found is None or seq is None:
         return None
-    return int(seq), digest
+    return seq, found.group(2).lower()
 
 
 async def _walk(store: AuditStore, lo: int, hi: int, visit: Callable[[AuditEntry], bool]) -> None:
@@ -325,35 +350,95 @@ async def survey(
     return status, collect.page()
 
 
-async def run_entries(
-    store: AuditStore, tenant: str, run_id: str, *, since: float, limit: int = 5_000
-) -> list[AuditEntry]:
-    """The tenant's entries of run `run_id`: found by time (the run's start) in at most `limit` entries.
+@runtime_checkable
+class _ByRun(Protocol):
+    """An audit store that reads one run's entries itself (`SQLAuditStore.entries_for_run`)."""
 
-    Entries are appended in time order, so the first one at or after `since` (less a slack for clocks)
-    is found by bisecting on seq, and the run's entries are read from there.
-    """
-    last = await store.last()
-    if last is None:
-        return []
-    lo, hi = 1, last.seq
-    target = since - _RUN_SLACK_S
+    async def entries_for_run(
+        self,
+        run_id: str,
+        *,
+        tenant: str | None = None,
+        since_seq: int = 0,
+        until_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[AuditEntry]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunAudit:
+    """The gate's entries of one run, and how far the log was looked through for them."""
+
+    entries: list[AuditEntry]
+    looked_to: int
+    """The newest seq looked at."""
+    newest: int
+    """The log's newest seq (`looked_to` below it: later entries of the run, if any, are not here)."""
+    limit: int
+
+    @property
+    def complete(self) -> bool:
+        """Every entry of the run since its start is here."""
+        return self.looked_to >= self.newest and len(self.entries) < self.limit
+
+
+async def _first_at(store: AuditStore, last_seq: int, moment: float) -> int:
+    """The seq of the first entry at or after `moment` (entries are appended in time order)."""
+    lo, hi = 1, last_seq
     while lo < hi:
         mid = (lo + hi) // 2
         found = await store.entries(since_seq=mid - 1, limit=1)
-        if not found or found[0].at >= target:
+        if not found or found[0].at >= moment:
             hi = mid
         else:
             lo = mid + 1
+    return lo
+
+
+async def run_audit(
+    store: AuditStore,
+    tenant: str,
+    run_id: str,
+    *,
+    since: float,
+    limit: int = RUN_ENTRIES_LIMIT,
+    scan_limit: int | None = None,
+) -> RunAudit:
+    """The tenant's entries of run `run_id` (at most `limit`), looked for among the `scan_limit`
+    entries appended from the run's start (`since`, less a slack for clocks) on.
+
+    `scan_limit` defaults to `RUN_SCAN_LIMIT`. The start is found by bisecting on seq. The run's entries are then read by the store's own query
+    by run when it has one (the SQL stores), else page by page; either way only the run's entries
+    count towards `limit`, however much other runs and tenants wrote in between."""
+    last = await store.last()
+    if last is None:
+        return RunAudit(entries=[], looked_to=0, newest=0, limit=limit)
+    lo = await _first_at(store, last.seq, since - _RUN_SLACK_S)
+    hi = min(last.seq, lo + (RUN_SCAN_LIMIT if scan_limit is None else scan_limit) - 1)
+    if isinstance(store, _ByRun):
+        found = await store.entries_for_run(
+            run_id, tenant=tenant, since_seq=lo - 1, until_seq=hi, limit=limit
+        )
+        return RunAudit(entries=found, looked_to=hi, newest=last.seq, limit=limit)
     kept: list[AuditEntry] = []
+    looked = lo - 1
 
     def keep(entry: AuditEntry) -> bool:
+        nonlocal looked
+        looked = entry.seq
         if entry.run_id == run_id and entry.tenant == tenant:
             kept.append(entry)
-        return True
+        return len(kept) < limit
 
-    await _walk(store, lo, min(last.seq, lo + limit - 1), keep)
-    return kept
+    await _walk(store, lo, hi, keep)
+    return RunAudit(entries=kept, looked_to=hi if len(kept) < limit else looked, newest=last.seq, limit=limit)
+
+
+async def run_entries(
+    store: AuditStore, tenant: str, run_id: str, *, since: float, limit: int = RUN_ENTRIES_LIMIT
+) -> list[AuditEntry]:
+    """The tenant's entries of run `run_id` since the run's start: `run_audit(...).entries`."""
+    return (await run_audit(store, tenant, run_id, since=since, limit=limit)).entries
 
 
 def _short(text: str | None) -> str:
@@ -385,8 +470,10 @@ def routes(console: Console) -> list[Any]:
         anchor = parse_anchor(anchor_text) if anchor_text else None
         if anchor_text and anchor is None:
             errors.append("The anchor must be SEQ:HASH: a number, a colon, 64 hex characters.")
-        before_text = request.query_params.get("before", "")
-        before = int(before_text) if before_text.isdigit() and int(before_text) > 0 else None
+        before_text = request.query_params.get("before", "").strip()
+        before = _seq(before_text) if before_text else None
+        if before_text and before is None:
+            errors.append("'before' must be an entry number: digits, from 1.")
         started = time.perf_counter()
         status, page = await survey(
             console.stores.audit, account.tenant, wanted, anchor=anchor, before=before

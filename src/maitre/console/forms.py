@@ -682,6 +682,12 @@ def _parse_json(text: str, where: str) -> tuple[Any, FieldError | None]:
         return None, FieldError(where, f"This JSON nests deeper than {MAX_JSON_DEPTH} levels.")
     if _deeper_than(value, MAX_JSON_DEPTH):
         return None, FieldError(where, f"This JSON nests deeper than {MAX_JSON_DEPTH} levels.")
+    try:  # a `\ud800` escape alone decodes to a lone surrogate: no page, store or tool can carry it
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return None, FieldError(
+            where, "This JSON has a lone surrogate escape (such as \\ud800), which is not text."
+        )
     return value, None
 
 

@@ -40,6 +40,7 @@ import httpx
 from ..exceptions import UserError
 from .security import FLOW_MAX_AGE_S
 from .signin import SignInOptions, set_session, sign_in_page
+from .web import storable
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -401,6 +402,12 @@ class _SignIn:
                 f"The identity provider's ID token has no {' or '.join(repr(c) for c in exc.claims)} claim, "
                 "so the console cannot tell whose requests are yours; ask its administrator to add it.",
             ) from None
+        if not all(storable(text) for text in (principal.user, principal.tenant, *principal.roles)):
+            raise _Refusal(  # the name would be written with each decision, and no store holds it
+                401,
+                "The identity provider's ID token names you with a NUL byte (or a lone surrogate), "
+                "which the console cannot record; ask its administrator to fix the claim.",
+            )
         return principal.user, principal.tenant, principal.roles
 
     async def _exchange(self, request: Request, provider: ProviderMetadata, code: str, verifier: str) -> str:

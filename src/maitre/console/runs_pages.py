@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..messages import AssistantMessage
-from .audit_page import run_entries
+from .audit_page import run_audit
 from .decide import visible_request
 from .runs_view import goal, load_run
 
@@ -328,8 +328,8 @@ def routes(console: Console) -> list[Any]:
     async def run_page(
         request: Request, session: Session, account: Account, fields: Mapping[str, str]
     ) -> Response:
-        run_id = str(request.path_params["run_id"])
-        run = await load_run(console.stores, account.tenant, run_id)
+        run_id = str(request.path_params.get("run_id", request.query_params.get("id", "")))
+        run = await load_run(console.stores, account.tenant, run_id) if run_id else None
         if run is None:
             return console.message(request, session, account, 404, "Not found", "No such run.")
         wanted = [e.get("approval_id") for e in run.events if e.get("type") == "approval_requested"]
@@ -339,13 +339,14 @@ def routes(console: Console) -> list[Any]:
             found = await visible_request(console.gate, account, approval_id)
             if found is not None:
                 approvals[approval_id] = found
-        audit = await run_entries(console.stores.audit, account.tenant, run.id, since=run.created_at)
+        audit = await run_audit(console.stores.audit, account.tenant, run.id, since=run.created_at)
         return console.render(
             request,
             "run.html",
             run=run,
             goal=goal(run),
-            rows=timeline(run, audit, approvals),
+            rows=timeline(run, audit.entries, approvals),
+            audit=audit,
             approvals=approvals,
             closing=_closing_label(run),
             account=account,
@@ -354,5 +355,8 @@ def routes(console: Console) -> list[Any]:
 
     return [
         Route("/runs", console.guarded(runs, post=False), methods=["GET"], name="runs"),
-        Route("/runs/{run_id}", console.guarded(run_page, post=False), methods=["GET"], name="run_page"),
+        # A run id is any text a host or an MCP client chose, '/' included: the rest of the path is it.
+        Route("/runs/{run_id:path}", console.guarded(run_page, post=False), methods=["GET"], name="run_page"),
+        # The same page for the ids a browser would resolve as a path's `.` or `..` (`/run?id=..`).
+        Route("/run", console.guarded(run_page, post=False), methods=["GET"], name="run_by_query"),
     ]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .accounts import burn_verification, verify_password
-from .web import SESSION_COOKIE, SIGNIN_COOKIE
+from .web import SESSION_COOKIE, SIGNIN_COOKIE, storable
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -106,6 +106,10 @@ def routes(console: Console, options: SignInOptions | None = None) -> list[Any]:
             )
         name = fields.get("name", "").strip()
         password = fields.get("password", "")
+        if not storable(name):  # no account has it, and the throttle's store could not hold it
+            return sign_in_page(
+                console, request, shown, error="An account name cannot hold a NUL byte.", status=400
+            )
         client = request.client.host if request.client else "unknown"
         if not await limiter.admit(name, client):
             return sign_in_page(

@@ -10,12 +10,13 @@ CSRF token checked first.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote, urlencode
 
 from .security import Session, SessionSigner, SignInThrottle, tokens_match
 
@@ -27,7 +28,16 @@ if TYPE_CHECKING:
     from ..stores import Stores
     from .accounts import Account, AccountStore
 
-__all__ = ["Console", "HERE", "MAX_FORM_BYTES", "Page", "SESSION_COOKIE", "SIGNIN_COOKIE", "environment"]
+__all__ = [
+    "Console",
+    "HERE",
+    "MAX_FORM_BYTES",
+    "Page",
+    "SESSION_COOKIE",
+    "SIGNIN_COOKIE",
+    "environment",
+    "storable",
+]
 
 SESSION_COOKIE = "maitre_console"
 SIGNIN_COOKIE = "maitre_console_signin"
@@ -36,6 +46,20 @@ MAX_FORM_BYTES = 64 * 1024
 
 Page = Callable[["Request", Session, "Account", Mapping[str, str]], Awaitable["Response"]]
 """A signed-in page: (request, session, account, form fields) -> response."""
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_DOT_SEGMENTS = ("", ".", "..")
+
+
+_UNSTORABLE_TEXT = (
+    "The request holds a NUL byte (or a lone surrogate), which no name, id or text here can hold."
+)
+
+
+def storable(text: str) -> bool:
+    """Whether every store can hold `text`: no NUL (Postgres text refuses it), no lone surrogate
+    (not UTF-8). An id or a name that fails this names nothing, so it never reaches a store."""
+    return _UNSTORABLE.search(text) is None
 
 
 def environment() -> Any:
@@ -72,9 +96,30 @@ class Console:
         from starlette.responses import HTMLResponse
 
         def url_for(route: str, /, **params: Any) -> str:
+            # Ids come from models, hosts and MCP clients: each is one path segment, percent-encoded
+            # whole ('/', '?', '#', '%' included), which Starlette decodes back before routing.
+            if route != "static":
+                params = {key: quote(str(value), safe="") for key, value in params.items()}
             return str(request.url_for(route, **params).path)
 
-        html = self.env.get_template(template).render(url_for=url_for, **context)
+        def run_url(run_id: str) -> str:
+            """The run page of `run_id`; in the query for an id a browser would resolve as `.`/`..`."""
+            if run_id in _DOT_SEGMENTS:
+                return f"{url_for('run_by_query')}?{urlencode({'id': run_id})}"
+            return url_for("run_page", run_id=run_id)
+
+        def approval_url(approval_id: str) -> str | None:
+            """The request page of `approval_id`, or None for an id no request can have: an audit
+            entry keeps the id a client sent, and one with '/' would be decoded into another route."""
+            return (
+                None
+                if "/" in approval_id or not approval_id
+                else url_for("request_page", approval_id=approval_id)
+            )
+
+        html = self.env.get_template(template).render(
+            url_for=url_for, run_url=run_url, approval_url=approval_url, **context
+        )
         return HTMLResponse(html, status_code=status)
 
     @staticmethod
@@ -131,9 +176,14 @@ class Console:
             if who is None:
                 return self.to_sign_in()
             session, account = who
+            if not all(storable(str(value)) for value in request.path_params.values()):
+                return self.message(request, session, account, 404, "Not found", "Nothing has that name.")
+            if not all(storable(k) and storable(v) for k, v in request.query_params.multi_items()):
+                return self.message(request, session, account, 400, "Refused", _UNSTORABLE_TEXT)
             fields: dict[str, str] = {}
             if post:
-                fields = await self.form(request)
+                submitted = await self.form_lists(request)
+                fields = {key: values[0] for key, values in submitted.items()}
                 if not tokens_match(session.csrf, fields.get("csrf")):
                     return self.message(
                         request,
@@ -143,6 +193,8 @@ class Console:
                         "Refused",
                         "The form's security token is missing or wrong; reload the page and try again.",
                     )
+                if not all(storable(k) and all(storable(v) for v in vs) for k, vs in submitted.items()):
+                    return self.message(request, session, account, 400, "Refused", _UNSTORABLE_TEXT)
             return await page(request, session, account, fields)
 
         return endpoint
