@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
@@ -104,6 +104,75 @@ def build_agent(stores: Stores, *, ledger: Path, resumes: Path | None = None, de
         limits=Limits(max_steps=6),
         on_event=on_event,
     )
+
+
+def stepping_agent(
+    stores: Stores, *, ledger: Path, resumes: Path | None = None, hang: Callable[[], object] | None = None
+) -> Agent:
+    """After the approved refund: a lookup (a step the run saves `running`), then a note (a write) and
+    a slow lookup together, then the answer. With `hang`, the slow lookup calls it and
+    never returns: the worker is killed or cancelled there, after the note ran, before the step was
+    saved."""
+    box = shop(ledger)
+
+    @box.tool(effect="read")
+    def lookup(order_id: str) -> str:
+        """Look an order up."""
+        return f"order {order_id} is paid"
+
+    @box.tool(effect="write", risk="medium", business_key=("order_id",))
+    def note(order_id: str) -> str:
+        """Write a note on an order (no approval needed)."""
+        with ledger.open("a") as f:
+            f.write(f"note {order_id}\n")
+        return f"noted {order_id}"
+
+    @box.tool(effect="read", timeout=3600)
+    async def slow_lookup(order_id: str) -> str:
+        """Look an order up, slowly."""
+        if hang is not None:
+            hang()
+            await anyio.sleep(3600)
+        return f"order {order_id} shipped"
+
+    model = ScriptedModel(
+        [
+            Rule(
+                "refund",
+                when=last_user_says("refund"),
+                then=lambda r: call("shop.issue_refund", order_id="A1042", amount="1200.00"),
+            ),
+            Rule(
+                "answer",
+                when=after_tool("slow_lookup", ok=True),
+                then=lambda r: f"Done: {last_tool_result(r).content}",  # type: ignore[union-attr]
+            ),
+            Rule(
+                "note and look again",
+                when=after_tool("lookup", ok=True),
+                then=lambda r: [
+                    call("shop.note", order_id="A1042"),
+                    call("shop.slow_lookup", order_id="A1042"),
+                ],
+            ),
+            Rule(
+                "look",
+                when=after_tool("issue_refund", ok=True),
+                then=lambda r: call("shop.lookup", order_id="A1042"),
+            ),
+        ]
+    )
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event["type"] == "run_resumed" and resumes is not None:
+            with resumes.open("a") as f:
+                f.write(f"{event['run_id']} {os.getpid()}\n")
+
+    return Agent(model, box, stores=stores, limits=Limits(max_steps=8), on_event=on_event)
+
+
+def tool_results(run: Run, name: str) -> list[dict[str, Any]]:
+    return [e for e in run.events if e["type"] == "tool_result" and e["name"].endswith(name)]
 
 
 # -- fixtures and helpers ------------------------------------------------------------------------------
@@ -356,6 +425,218 @@ async def test_memory_stores_share_one_claim_store_per_stores(ledger):
     assert resumed.status is RunStatus.FINISHED and lines(ledger) == ["A1042 1200.00"]
 
 
+async def test_a_worker_cancelled_after_the_run_saved_a_step_leaves_it_to_the_next_pass(
+    stores, ledger, resumes
+):
+    """The console shutting down mid-resume: the run is `running` in the store; its claim is left
+    behind with the lease ended, and the next worker continues the run to its end."""
+    agent = stepping_agent(stores, ledger=ledger)
+    run = await paused(agent)
+    await agent.gate.approvals.approve(run.pending[0].approval_id, BOB)
+    hung = anyio.Event()
+    first = ResumeWorker(stepping_agent(stores, ledger=ledger, resumes=resumes, hang=hung.set))
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(first.run_once)
+            await hung.wait()
+            group.cancel_scope.cancel()
+    saved = await stores.runs.load(run.id)
+    assert saved is not None and saved.status == "running"
+    left = await claim_store(stores).get(run.id)
+    assert left is not None and left.lease_until <= time.time() + 1  # left behind, its lease ended
+    assert lines(ledger) == ["A1042 1200.00", "note A1042"]
+
+    (done,) = await ResumeWorker(stepping_agent(stores, ledger=ledger, resumes=resumes)).run_once()
+    assert done.id == run.id and done.status is RunStatus.FINISHED
+    assert done.final_text.endswith("Done: order A1042 shipped")
+    assert lines(ledger) == ["A1042 1200.00", "note A1042"]  # the refund and the note ran once each
+    assert [e["replayed"] for e in tool_results(done, "note")] == [True]  # proposed again: replayed
+    assert len(lines(resumes)) == 2
+    assert await claim_store(stores).get(run.id) is None  # released once the run finished
+
+
+async def test_a_running_run_that_no_worker_claimed_is_left_alone(stores, ledger):
+    """Only a run whose worker's claim is left behind is taken over: a run some process is running
+    by itself (no claim) is not continued a second time."""
+    agent = stepping_agent(stores, ledger=ledger)
+    run = await paused(agent)
+    await agent.gate.approvals.approve(run.pending[0].approval_id, BOB)
+    saved = await stores.runs.load(run.id)
+    assert saved is not None
+    running = Run.from_json(saved.state_json)
+    running.status, running.pending = RunStatus.RUNNING, []
+    await stores.runs.save(run.id, tenant="acme", status="running", state_json=running.to_json())
+
+    worker = ResumeWorker(stepping_agent(stores, ledger=ledger))
+    assert await worker.run_once() == []
+    held = await claim_store(stores).claim(run.id, lease_s=60)  # a live worker holds it: not taken either
+    assert held is not None and await worker.run_once() == []
+    assert lines(ledger) == []
+    after = await stores.runs.load(run.id)
+    assert after is not None and after.status == "running"
+
+
+async def test_a_claim_on_a_run_that_ended_is_cleared(stores, ledger):
+    agent = build_agent(stores, ledger=ledger)
+    run = await paused(agent)
+    await agent.gate.approvals.deny(run.pending[0].approval_id, BOB, "no")
+    finished = await agent.resume(run.id)
+    assert finished.status is RunStatus.FINISHED
+    assert await claim_store(stores).claim(run.id, lease_s=3600, owner=dead_owner()) is not None
+
+    assert await ResumeWorker(agent).run_once() == []
+    assert await claim_store(stores).get(run.id) is None
+
+
+async def test_a_worker_cancelled_while_the_refund_runs_records_it_and_the_next_worker_replays_it(
+    stores, ledger, resumes
+):
+    """Cancelled mid-refund: the refund still happens (a thread cannot be stopped) and is recorded,
+    so the next worker's retry under the same approval replays it instead of being refused."""
+    agent = build_agent(stores, ledger=ledger)
+    run = await paused(agent)
+    await agent.gate.approvals.approve(run.pending[0].approval_id, BOB)
+    worker = ResumeWorker(build_agent(stores, ledger=ledger, resumes=resumes, delay_s=0.4))
+    with anyio.move_on_after(0.1) as scope:
+        await worker.run_once()
+    assert scope.cancelled_caught
+    assert lines(ledger) == ["A1042 1200.00"]  # done by the time the cancellation came out
+    executed = [e for e in await stores.audit.entries() if e.run_id == run.id and e.decision == "approved"]
+    assert len(executed) == 1 and executed[0].error_code is None
+    assert await claim_store(stores).get(run.id) is None  # paused still: released, not left behind
+
+    (done,) = await ResumeWorker(build_agent(stores, ledger=ledger, resumes=resumes)).run_once()
+    assert done.status is RunStatus.FINISHED and "Refunded 1200.00 INR for A1042" in done.final_text
+    assert [(e["error_code"], e["replayed"]) for e in tool_results(done, "issue_refund")] == [(None, True)]
+    assert lines(ledger) == ["A1042 1200.00"]
+
+
+async def test_a_worker_that_loses_its_claim_stops_and_the_new_holder_finishes_the_run(stores, ledger):
+    """A's lease is taken over while its refund runs: A stops at the next checkpoint (after the
+    refund is recorded) instead of going on beside the new holder; the run ends once, replayed."""
+    agent = build_agent(stores, ledger=ledger)
+    run = await paused(agent)
+    await agent.gate.approvals.approve(run.pending[0].approval_id, BOB)
+    claims = claim_store(stores)
+    resuming = anyio.Event()
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event["type"] == "run_resumed":
+            resuming.set()
+
+    a = ResumeWorker(
+        Agent(refund_model(), shop(ledger, delay_s=0.6), stores=stores, on_event=on_event), lease_s=0.3
+    )
+    taken: list[Any] = []
+
+    async def take_over() -> None:
+        await resuming.wait()  # the refund has started
+        # Another worker's view: A's lease (renewed every 0.1 s) has run out.
+        taken.append(await claims.claim(run.id, lease_s=60, now=time.time() + 10))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(take_over)
+        assert await a.run_once() == []  # stopped, not resumed
+    assert taken[0] is not None
+    assert lines(ledger) == ["A1042 1200.00"]
+    saved = await stores.runs.load(run.id)
+    assert saved is not None and saved.status == "paused"  # A saved nothing after it lost the claim
+    held = await claims.get(run.id)
+    assert held is not None and held.token == taken[0].token  # A did not release the new holder's claim
+
+    await claims.release(taken[0])  # the new holder goes on
+    (done,) = await ResumeWorker(build_agent(stores, ledger=ledger)).run_once()
+    assert done.status is RunStatus.FINISHED
+    assert [e["replayed"] for e in tool_results(done, "issue_refund")] == [True]
+    assert len([e for e in done.events if e["type"] == "run_finished"]) == 1  # one answer
+    assert lines(ledger) == ["A1042 1200.00"]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_many_runs_waiting_for_a_person_do_not_hide_an_older_decided_run(kind, db, ledger):
+    async with (
+        await open_stores(db) if kind == "sqlite" else contextlib.nullcontext(MemoryStores()) as stores
+    ):
+        agent = build_agent(stores, ledger=ledger)
+        old = await paused(agent, "please refund order A0001")
+        await agent.gate.approvals.approve(old.pending[0].approval_id, BOB)
+        for n in range(12):  # newer, and waiting for a person
+            await paused(agent, f"please refund order A{2000 + n}")
+
+        (done,) = await ResumeWorker(agent, batch=5).run_once()
+        assert done.id == old.id and lines(ledger) == ["A0001 1200.00"]
+
+
+async def test_runs_that_are_not_ready_yet_do_not_starve_a_decided_one_across_passes(stores, ledger):
+    """Candidates that turn out not ready (one approval decided, one pending) fill a whole batch:
+    the next pass goes on after them instead of looking at the same ones again."""
+    agent = build_agent(stores, ledger=ledger)
+    for n in range(3):
+        half = await paused(agent, f"please refund orders A10{n}1 and A10{n}2")
+        await agent.gate.approvals.approve(half.pending[0].approval_id, BOB)
+    decided = await paused(agent, "please refund order A0001")
+    await agent.gate.approvals.approve(decided.pending[0].approval_id, BOB)
+
+    worker = ResumeWorker(agent, batch=2)
+    assert await worker.run_once() == []  # the two oldest candidates: each still waits
+    (done,) = await worker.run_once()
+    assert done.id == decided.id
+    assert await worker.run_once() == []  # round again from the start: nothing else is ready
+    assert lines(ledger) == ["A0001 1200.00"]
+
+
+async def test_an_unreadable_run_or_approval_is_skipped_with_a_backoff_and_the_others_resume(
+    db, stores, ledger, caplog
+):
+    agent = build_agent(stores, ledger=ledger)
+    bad_approval = await paused(agent, "please refund order A0002")
+    bad_state = await paused(agent, "please refund order A0003")
+    good = await paused(agent, "please refund order A0001")
+    for run in (bad_approval, bad_state, good):
+        await agent.gate.approvals.approve(run.pending[0].approval_id, BOB)
+    store = stores.db  # type: ignore[attr-defined]
+    await store.execute(
+        "UPDATE approvals SET arguments = '{not json' WHERE id = ?", (bad_approval.pending[0].approval_id,)
+    )
+    await store.execute("UPDATE runs SET state_json = '{not json' WHERE run_id = ?", (bad_state.id,))
+
+    worker = ResumeWorker(agent, retry_s=60)
+    with caplog.at_level(logging.ERROR, logger="maitre.agent.worker"):
+        (done,) = await worker.run_once()
+    assert done.id == good.id and lines(ledger) == ["A0001 1200.00"]
+    failed = [r for r in caplog.records if "resuming run" in r.getMessage()]
+    assert {r.args[0] for r in failed} == {bad_approval.id, bad_state.id}  # type: ignore[index]
+
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="maitre.agent.worker"):
+        assert await worker.run_once() == []
+    assert "resuming run" not in caplog.text  # backed off: not tried (nor logged) at every pass
+
+
+async def test_run_forever_goes_on_past_a_run_that_cannot_be_read(stores, ledger):
+    agent = build_agent(stores, ledger=ledger)
+    older = await paused(agent, "please refund order A0002")
+    good = await paused(agent, "please refund order A0001")
+    newer = await paused(agent, "please refund order A0003")
+    store = stores.db  # type: ignore[attr-defined]
+    for run in (older, good, newer):
+        await agent.gate.approvals.approve(run.pending[0].approval_id, BOB)
+    for bad in (older, newer):  # whichever end a pass starts from, it meets one first
+        await store.execute(
+            "UPDATE approvals SET arguments = '{not json' WHERE id = ?", (bad.pending[0].approval_id,)
+        )
+    resumed = anyio.Event()
+    worker = ResumeWorker(agent, poll_s=0.02, on_resume=lambda run: resumed.set())
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(worker.run_forever)
+            await resumed.wait()
+            group.cancel_scope.cancel()
+    saved = await stores.runs.load(good.id)
+    assert saved is not None and saved.status == "finished"
+
+
 # -- across processes ------------------------------------------------------------------------------------
 
 _WORKER = """
@@ -550,6 +831,22 @@ async def test_a_dead_owners_claim_is_taken_over_and_an_unknown_owners_waits_for
     assert await claims.claim("run-2", lease_s=60, now=now + 60) is not None
 
 
+async def test_left_behind_lists_claims_past_their_lease_or_of_dead_owners_and_expire_ends_one(claims):
+    now = time.time()
+    live = await claims.claim("live", lease_s=3600)
+    dead = await claims.claim("dead", lease_s=3600, owner=dead_owner())
+    over = await claims.claim("over", lease_s=10, now=now - 60)
+    assert live is not None and dead is not None and over is not None
+    assert sorted(c.run_id for c in await claims.left_behind()) == ["dead", "over"]
+    assert await claims.left_behind(limit=1) != []
+    assert len(await claims.left_behind(limit=1)) == 1
+
+    assert await claims.expire(live) is True
+    assert sorted(c.run_id for c in await claims.left_behind()) == ["dead", "live", "over"]
+    taken = await claims.claim("live", lease_s=60)  # ended now: anyone may take it
+    assert taken is not None and await claims.expire(live) is False  # the old holder's token is gone
+
+
 async def test_concurrent_claims_give_a_run_to_exactly_one_caller(claims):
     won: list[Any] = []
 
@@ -560,6 +857,48 @@ async def test_concurrent_claims_give_a_run_to_exactly_one_caller(claims):
         for _ in range(8):
             group.start_soon(one)
     assert len([c for c in won if c is not None]) == 1
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def sql_claims(request: pytest.FixtureRequest, db: str) -> AsyncIterator[SQLClaimStore]:
+    async with postgres_stores() if request.param == "postgres" else await open_stores(db) as opened:
+        store = claim_store(opened)
+        assert isinstance(store, SQLClaimStore)
+        yield store
+
+
+async def test_leases_are_the_databases_clock_not_the_workers(sql_claims, monkeypatch):
+    """Hosts whose clocks disagree still agree on a lease: the statement reads the database's time."""
+    real = time.time
+    held = await sql_claims.claim("run-1", lease_s=60)
+    assert held is not None and held.lease_until == pytest.approx(real() + 60, abs=5)
+
+    monkeypatch.setattr(time, "time", lambda: real() + 120)  # this worker's clock is two minutes fast
+    assert await sql_claims.claim("run-1", lease_s=60) is None  # the lease still runs
+    assert await sql_claims.left_behind() == []
+    renewed = await sql_claims.renew(held, lease_s=60)
+    assert renewed is not None and renewed.lease_until == pytest.approx(real() + 60, abs=5)
+
+    monkeypatch.setattr(time, "time", lambda: real() - 120)  # and now two minutes slow
+    other = await sql_claims.claim("run-2", lease_s=60)
+    assert other is not None and other.lease_until == pytest.approx(real() + 60, abs=5)  # not already over
+    assert await sql_claims.expire(other) is True
+    assert [c.run_id for c in await sql_claims.left_behind()] == ["run-2"]  # over by the database's clock
+
+
+async def test_a_worker_with_a_fast_clock_does_not_take_a_run_another_worker_holds(
+    stores, ledger, monkeypatch
+):
+    agent = build_agent(stores, ledger=ledger)
+    run = await paused(agent)
+    await agent.gate.approvals.approve(run.pending[0].approval_id, BOB)
+    held = await claim_store(stores).claim(run.id, lease_s=60)  # worker A, on time, is resuming it
+    assert held is not None
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 120)  # worker B's host is two minutes ahead
+
+    assert await ResumeWorker(build_agent(stores, ledger=ledger)).run_once() == []
+    assert lines(ledger) == []
 
 
 async def test_a_lease_must_be_positive(claims):

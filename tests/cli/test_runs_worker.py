@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -13,6 +16,7 @@ import pytest
 
 from agent import shop_agent  # tests/ is on the path: the package tests/agent
 from maitre import Principal
+from maitre.agent import Run
 from maitre.stores import open_stores
 
 AGENT_TESTS = Path(__file__).resolve().parents[1]
@@ -143,3 +147,69 @@ def test_without_once_it_keeps_polling_and_resumes_a_decision_made_later(tmp_pat
     assert f"{run_id}: finished" in out
     assert "resume worker started" in err
     assert ledger.read_text().splitlines() == ["A1042 1200.00"]
+
+
+def noted(db: str) -> bool:
+    with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn:
+        return conn.execute("SELECT count(*) FROM audit WHERE tool = 'shop.note'").fetchone()[0] > 0
+
+
+def test_a_worker_killed_after_the_run_saved_a_step_is_taken_over_by_the_next(tmp_path, ledger):
+    """SIGKILL a `maitre runs worker` after the resumed run saved a step (`running` in the store)
+    and after a write of the next step ran: `--once` in another process takes the run over (the
+    claim's owner is dead), the write replays instead of running twice, and the run finishes."""
+    db = str(tmp_path / "maitre.db")
+    hang = tmp_path / "hung"
+    script = tmp_path / "stepping.py"
+    script.write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(AGENT_TESTS)!r})\n"
+        "from pathlib import Path\n"
+        "from agent.test_resume_worker import stepping_agent\n"
+        "def make_agent(stores):\n"
+        f"    hang = Path({str(hang)!r}).touch if os.environ.get('HANG') else None\n"
+        f"    return stepping_agent(stores, ledger=Path({str(ledger)!r}), hang=hang)\n"
+    )
+    sys.path.insert(0, str(AGENT_TESTS))
+    from agent.test_resume_worker import BOB, stepping_agent
+
+    async def start() -> str:
+        async with await open_stores(db) as stores:
+            agent = stepping_agent(stores, ledger=ledger)
+            run = await agent.run("please refund order A1042", ALICE)
+            assert run.paused, run.final_text
+            await agent.gate.approvals.approve(run.pending[0].approval_id, BOB)
+            return run.id
+
+    run_id = anyio.run(start)
+    command = [*MAITRE, "runs", "worker", "--db", db, "--agent", f"{script}:make_agent", "--poll", "0.05"]
+    first = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "HANG": "1"}
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while first.poll() is None and time.monotonic() < deadline:
+            if hang.exists() and noted(db):
+                break  # hung in the slow lookup, and the note beside it ran and is recorded
+            time.sleep(0.02)
+        assert hang.exists(), first.stderr.read().decode() if first.poll() is not None else "no hang"
+    finally:
+        first.kill()
+        first.communicate(timeout=30)
+    assert status_of(db, run_id) == "running"
+    assert ledger.read_text().splitlines() == ["A1042 1200.00", "note A1042"]
+
+    done = worker(db, f"{script}:make_agent", "--once")
+    assert done.returncode == 0, done.stderr
+    assert f"{run_id}: finished" in done.stdout and "resumed 1 run" in done.stdout
+    assert status_of(db, run_id) == "finished"
+    assert ledger.read_text().splitlines() == ["A1042 1200.00", "note A1042"]  # each write ran once
+
+    async def replayed() -> list[bool]:
+        async with await open_stores(db) as stores:
+            saved = await stores.runs.load(run_id)
+            assert saved is not None
+            events = Run.from_json(saved.state_json).events
+            return [e["replayed"] for e in events if e["type"] == "tool_result" and e["name"] == "shop.note"]
+
+    assert anyio.run(replayed) == [True]

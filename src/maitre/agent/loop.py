@@ -323,6 +323,34 @@ class Agent:
             self._end_span(span, run, usage)
         return run
 
+    async def continue_abandoned(self, run_id: str, *, principal: Principal | None = None) -> Run:
+        """Continue a run that a process left `running` when it stopped mid-way (killed after the
+        run saved a step): for the host's tooling that knows the run was abandoned - the resume
+        worker calls it only for a run whose worker's claim was left behind (`maitre.agent.worker`).
+
+        The run goes on from its last saved step: the model is asked again, and the calls it
+        proposes again go through the gate, whose idempotency keys replay what already ran instead
+        of running it twice. Called for a run that some process is still running, it would run
+        twice: `resume` never does that (it continues paused runs only). A run that is not
+        `running` is returned as it is.
+        """
+        run = await self._load(run_id, principal)
+        if run.status is not RunStatus.RUNNING:
+            return run
+        if not tracing_enabled():
+            return await self._continue(run)
+        with self._span(run, resumed=True) as span:
+            usage = run.usage
+            run = await self._continue(run)
+            self._end_span(span, run, usage)
+        return run
+
+    async def _continue(self, run: Run) -> Run:
+        if run.pending:  # it stopped between resuming decided calls and saving: decide them again
+            return await self._resume(run, None)
+        self._emit(run, "run_resumed", ready=0, still_pending=0, abandoned=True)
+        return await self._loop(run)
+
     async def _resume(self, run: Run, decisions: Mapping[str, ApprovalDecision] | None) -> Run:
         for approval_id, decision in (decisions or {}).items():
             if decision.approve:

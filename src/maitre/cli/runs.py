@@ -5,8 +5,9 @@ run with (the same tools, model and policy as the process that started it), as `
 or `module:NAME`, e.g. `shop.py:make_agent` in the README's five-minute app.
 
 `maitre runs worker` resumes, by itself, every paused run whose approvals have all been decided (in
-the console, with `maitre approvals approve`, ...): see `maitre.agent.worker`. Several workers may
-run against one store; each run is resumed once.
+the console, with `maitre approvals approve`, ...), and continues a run another worker left
+`running` when it was killed mid-resume: see `maitre.agent.worker`. Several workers may run against
+one store; each run is resumed once.
 """
 
 from __future__ import annotations
@@ -183,7 +184,8 @@ def runs_worker(
 ) -> None:
     """Resume paused runs by themselves once their approvals are decided (each run once, across workers).
 
-    Runs until interrupted (Ctrl-C), printing a line per resumed run; with --once, one pass.
+    Also continues a run a killed worker left running. Runs until interrupted (Ctrl-C), printing a
+    line per resumed run; with --once, one pass.
     """
     from ..agent import ResumeWorker, Run
 
