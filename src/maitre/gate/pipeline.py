@@ -332,6 +332,8 @@ class Gate:
         ctx: CallContext | None = None
         try:
             call, options = _sendable_ids(call, options)
+            if not (_plain(principal.user) and _plain(principal.tenant)):
+                principal = _sendable_principal(principal)
             ctx = CallContext(
                 gate=self,
                 call=call,
@@ -481,7 +483,10 @@ for _name in (
 
 
 def _sendable(value: str) -> str:
-    """`value`, or with lone surrogates escaped (`\\ud800`) so it can be hashed, stored and sent."""
+    """`value`, or with lone surrogates and NUL escaped (`\\ud800`, `\\x00`) so it can be hashed,
+    stored (PostgreSQL text cannot hold NUL) and sent."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\\x00")
     if value.isascii():
         return value
     try:
@@ -492,7 +497,13 @@ def _sendable(value: str) -> str:
 
 
 def _plain(value: object) -> bool:
-    return type(value) is str and value.isascii()
+    return type(value) is str and value.isascii() and "\x00" not in value
+
+
+def _sendable_principal(principal: Principal) -> Principal:
+    """A principal whose user or tenant holds NUL or a lone surrogate (a token's claim can) is
+    escaped like the ids, so it is stored and audited as what it is instead of failing the store."""
+    return dataclasses.replace(principal, user=_sendable(principal.user), tenant=_sendable(principal.tenant))
 
 
 def _sendable_ids(call: ToolCall, options: CallOptions) -> tuple[ToolCall, CallOptions]:
