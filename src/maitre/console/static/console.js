@@ -19,9 +19,10 @@
     var now = Date.now() / 1000;
     var running = false;
     clocks.forEach(function (clock) {
-      var seconds = Math.floor(clock.until - now);
-      if (seconds > 0) {
-        clock.node.textContent = "expires in " + left(seconds);
+      var remaining = clock.until - now;
+      if (remaining > 0) {
+        // rounded up: "expired" only once the server, too, refuses a decision
+        clock.node.textContent = "expires in " + left(Math.ceil(remaining));
         running = true;
       } else if (!clock.node.classList.contains("expired")) {
         clock.node.textContent = "expired";
