@@ -85,7 +85,9 @@ def test_every_page_carries_a_strict_csp_that_the_browser_enforces(world: World,
     response = page.goto(f"/approvals/{approval_id}")
     assert response is not None and "script-src 'self'" in response.headers["content-security-policy"]
     # the console's own script, a file from 'self', runs: the deadline counts down
-    expect(page.locator("time[data-expires]")).to_have_text(re.compile(r"^expires in (59 min \d+ s|1 h 0 min)$"))
+    expect(page.locator("time[data-expires]")).to_have_text(
+        re.compile(r"^expires in (59 min \d+ s|1 h 0 min)$")
+    )
     assert page.evaluate("() => [...document.scripts].map((s) => new URL(s.src).pathname)") == [
         "/static/console.js"
     ]
