@@ -62,6 +62,9 @@ class ErrorCode(StrEnum):
     PERMISSION_DENIED = "PERMISSION_DENIED"
     APPROVAL_REQUIRED = "APPROVAL_REQUIRED"
     APPROVAL_DENIED = "APPROVAL_DENIED"
+    INPUT_REQUIRED = "INPUT_REQUIRED"
+    """Someone must answer a question first (an upstream MCP server asked for input the host did not
+    give: an elicitation, a sampling request, its roots); not retryable as it is."""
     INVALID_STATE = "INVALID_STATE"
     CONFLICT = "CONFLICT"
     RATE_LIMITED = "RATE_LIMITED"
@@ -80,6 +83,7 @@ _DEFAULT_FLAGS: dict[ErrorCode, tuple[bool, bool]] = {
     ErrorCode.PERMISSION_DENIED: (False, False),
     ErrorCode.APPROVAL_REQUIRED: (False, False),
     ErrorCode.APPROVAL_DENIED: (False, True),
+    ErrorCode.INPUT_REQUIRED: (False, True),
     ErrorCode.INVALID_STATE: (False, False),
     ErrorCode.CONFLICT: (True, False),
     ErrorCode.RATE_LIMITED: (True, False),

@@ -43,35 +43,73 @@ No token passthrough: the connection to the upstream carries only the `headers` 
 configured for *that* server; a schema tool's handler receives only the validated arguments, so
 the caller's own credentials cannot reach an upstream server.
 
-Connections: inside `async with McpUpstream(...) as up:` one session is kept open and shared; the
-plain `toolbox_from_mcp` opens a short session per call (cheap over stateless 2026-07-28 HTTP; a
-stdio server is spawned per call, so prefer the context manager there).
+Connections (`maitre.mcp.upstream_session`): one long-lived session per upstream and credential,
+opened by the first call that needs it and shared by every call after (the import's own listing
+included, so the `Mcp-Param-*` headers 2026-07-28 requires are derived from it). A session that broke
+(a stdio server that died, a 2025-11-25 session the server expired) is replaced by the next call; a
+call the server refused only because it had forgotten the session (HTTP 404) is sent once more on the
+new one. Opening again after failures backs off exponentially (bounded); an idle session is
+health-checked before it is used. `await upstream.aclose()` (or `async with McpUpstream(...)`, or
+`aclose_upstreams(toolbox)` for `toolbox_from_mcp`) closes them; a program that does not still exits,
+and a stdio server it spawned stops with its event loop.
+
+Input the server asks for: `elicitation_callback`, `sampling_callback` and `list_roots_callback`
+(the SDK's callback types) answer a server's questions, both ways the protocol asks them (a request
+during the call on 2025-11-25, an `input_required` result on 2026-07-28, retried with the answers and
+the echoed `requestState`). An accepted form elicitation gets the schema's defaults for the fields
+the answer left out (SEP-1034). Without the callback a question is INPUT_REQUIRED (not retryable),
+saying what the server asked; the capability is then not declared either.
+
+Errors say what happened: a maitre server's APPROVAL_REQUIRED (`_meta["io.maitre/error"]`) arrives
+as APPROVAL_REQUIRED with its approval id (`call(..., approval_id=...)` retries it once decided there);
+a protocol error the server answered is not "unavailable"; only a connection that failed is
+TEMPORARY_UNAVAILABLE (retryable).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import shlex
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+import anyio.abc
 import httpx2
 import mcp_types as types
+from mcp.client._input_required import (
+    DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
+    InputRequiredRoundsExceededError,
+    run_input_required_driver,
+)
+from mcp.client.session import ClientRequestContext, ElicitationFnT, ListRootsFnT, SamplingFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, ToolsListChanged
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    CONNECTION_CLOSED,
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    REQUEST_TIMEOUT,
+    URL_ELICITATION_REQUIRED,
+)
+from pydantic import ValidationError
 
 from mcp import Client, StdioServerParameters
 
 from ..exceptions import ToolDefinitionError, UserError
 from ..tools import Tool, Toolbox
-from ..types import ToolError
+from ..types import ErrorCode, ToolError
+from .approvals import APPROVAL_META_KEY
 from .egress import (
     DEFAULT_MAX_RESPONSE_BYTES,
     OVERSIZE_MARKER,
@@ -81,12 +119,26 @@ from .egress import (
 )
 from .pinning import DriftReport, Lockfile, check_drift, closed_schema
 from .scanner import Finding, scan_servers
+from .upstream_session import (
+    Backoff,
+    SessionPool,
+    UpstreamCredential,
+    UpstreamUnavailable,
+    breaks_session,
+    undelivered,
+)
 
 __all__ = [
+    "Backoff",
     "DEFAULT_RECHECK_INTERVAL_S",
+    "ElicitationFnT",
     "ImportReport",
+    "ListRootsFnT",
     "McpUpstream",
+    "SamplingFnT",
     "Target",
+    "UpstreamCredential",
+    "aclose_upstreams",
     "http_transport",
     "policy_from_annotations",
     "toolbox_from_mcp",
@@ -102,6 +154,32 @@ DEFAULT_RECHECK_INTERVAL_S = 300.0
 
 _HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 _SSE_OVERSIZE = "byte limit"
+_MAITRE_ERROR = "io.maitre/error"
+"""Where a maitre server puts the structured ToolError of an error result (`maitre.mcp.wire`)."""
+_REMOTE_CODES = frozenset(
+    {
+        ErrorCode.APPROVAL_REQUIRED,
+        ErrorCode.APPROVAL_DENIED,
+        ErrorCode.INPUT_REQUIRED,
+        ErrorCode.INVALID_ARGUMENTS,
+        ErrorCode.NOT_FOUND,
+        ErrorCode.PERMISSION_DENIED,
+        ErrorCode.CONFLICT,
+        ErrorCode.RATE_LIMITED,
+        ErrorCode.TIMEOUT,
+        ErrorCode.TEMPORARY_UNAVAILABLE,
+    }
+)
+"""The codes an upstream's structured error keeps; any other (the local run's own signals such as
+LOOP_DETECTED or BUDGET_EXCEEDED) reads as INVALID_STATE: an untrusted server cannot stop a run."""
+_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_SHOWN = 300
+"""The most characters of a server's own text (a question, an error) an error message quotes."""
+_INPUT_KINDS = {
+    "elicitation/create": "elicitation_callback",
+    "sampling/createMessage": "sampling_callback",
+    "roots/list": "list_roots_callback",
+}
 
 
 @dataclass(kw_only=True)
@@ -179,7 +257,17 @@ class McpUpstream:
         recheck_interval_s: look at the upstream's definitions again when the last look is older
             than this (default 300 s); a drifted tool is withdrawn. None: only on list_changed.
         mode: the SDK client's negotiation mode ("auto", "legacy" or "2026-07-28").
-        timeout_s: read timeout of upstream requests.
+        timeout_s: read timeout of upstream requests (and of opening a session).
+        elicitation_callback: answers the server's questions for the user (SDK `ElicitationFnT`);
+            an accepted form answer gets the schema's defaults for fields it leaves out.
+        sampling_callback: answers the server's requests for an LLM completion (`SamplingFnT`).
+        list_roots_callback: tells the server the client's roots (`ListRootsFnT`).
+        input_required_max_rounds: the most `input_required` rounds one call may take.
+        health_check_idle_s: a session unused this long is checked before it is used again.
+        backoff: how long opening waits after failures (`Backoff()`: 0.25 s doubling to 30 s).
+        max_sessions: how many credentials may hold an open session at once.
+        share_sessions: False opens (and closes) a session for every call, as before sessions
+            were kept; for comparisons only.
     """
 
     def __init__(
@@ -200,6 +288,14 @@ class McpUpstream:
         recheck_interval_s: float | None = DEFAULT_RECHECK_INTERVAL_S,
         mode: str = "auto",
         timeout_s: float = 30.0,
+        elicitation_callback: ElicitationFnT | None = None,
+        sampling_callback: SamplingFnT | None = None,
+        list_roots_callback: ListRootsFnT | None = None,
+        input_required_max_rounds: int = DEFAULT_INPUT_REQUIRED_MAX_ROUNDS,
+        health_check_idle_s: float | None = 30.0,
+        backoff: Backoff | None = None,
+        max_sessions: int = 64,
+        share_sessions: bool = True,
     ) -> None:
         self.target: Target = _stdio(target) if isinstance(target, str) and "://" not in target else target
         self.namespace = namespace
@@ -217,10 +313,24 @@ class McpUpstream:
         self.recheck_interval_s = recheck_interval_s
         self.mode = mode
         self.timeout_s = timeout_s
+        self.elicitation_callback = elicitation_callback
+        self.sampling_callback = sampling_callback
+        self.list_roots_callback = list_roots_callback
+        self.input_required_max_rounds = input_required_max_rounds
         self.report = ImportReport(server=namespace)
-        self._client: Client | None = None
-        self._stack: AsyncExitStack | None = None
+        self.pool = SessionPool(
+            self._connect,
+            name=namespace,
+            on_open=self._on_open,
+            backoff=backoff,
+            health_check_idle_s=health_check_idle_s,
+            open_timeout_s=timeout_s,
+            max_sessions=max_sessions,
+            share=share_sessions,
+        )
+        """The upstream's open sessions (`maitre.mcp.upstream_session.SessionPool`)."""
         self._tg: anyio.abc.TaskGroup | None = None
+        self._entered = False
         self._listening = False
         self._box: Toolbox | None = None
         self._admitted: dict[str, dict[str, Any]] = {}
@@ -232,23 +342,30 @@ class McpUpstream:
 
     # -- connections ----------------------------------------------------------------------------
 
-    def _new_client(self) -> Client:
+    def _connect(self, credential: UpstreamCredential | None = None) -> Client:
+        """A new SDK client for this upstream (entered by the session pool's owner task)."""
         if isinstance(self.target, StdioServerParameters):
             server: Any = self.target
         else:
+            headers = {**self.headers, **(credential.headers if credential is not None else {})}
+            auth = credential.auth if credential is not None and credential.auth is not None else self.auth
             server = _guarded_transport(
                 self.target,
-                self.headers,
-                auth=self.auth,
+                headers,
+                auth=auth,
                 guard=self.guard,
                 max_response_bytes=self.max_response_bytes,
             )
+        elicit = self.elicitation_callback
         return Client(
             server,
             mode=self.mode,
             read_timeout_seconds=self.timeout_s,
             cache=None,
             message_handler=self._on_message,
+            elicitation_callback=_with_defaults(elicit) if elicit is not None else None,
+            sampling_callback=self.sampling_callback,
+            list_roots_callback=self.list_roots_callback,
         )
 
     async def _check_target(self) -> None:
@@ -256,50 +373,66 @@ class McpUpstream:
         if isinstance(self.target, str):
             await self.guard.check_url(self.target)
 
+    async def _on_open(self, client: Client) -> None:
+        """A new session (a reconnect, another credential): list the tools on it before any call, so
+        the SDK knows their `x-mcp-header` parameters, and hold what it offers to the pin."""
+        if self._admitted:
+            await self.recheck(client)
+
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[Client]:
-        """The open shared session, or a fresh one for the duration of the block."""
-        if self._client is not None:
-            yield self._client
-            return
+    async def session(self, credential: UpstreamCredential | None = None) -> AsyncIterator[Client]:
+        """A connected client: the shared session for `credential` (opened if needed)."""
         await self._check_target()
-        async with self._new_client() as client:
+        async with self.pool.client(credential) as client:
             yield client
 
+    async def aclose(self) -> None:
+        """Close every session this upstream holds open. Calls after it open a new one."""
+        await self.pool.aclose()
+
     async def __aenter__(self) -> McpUpstream:
+        if self._entered:
+            raise RuntimeError("McpUpstream is already entered")
         await self._check_target()
-        stack = AsyncExitStack()
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
         try:
-            self._client = await stack.enter_async_context(self._new_client())
-            tg = await stack.enter_async_context(anyio.create_task_group())
-            stack.callback(tg.cancel_scope.cancel)
-            self._tg = tg
+            self._tg = self.pool.task_group = tg
+            await self.pool.acquire()  # an unreachable server fails here, not at the first call
             await tg.start(self._listen)
             if self.recheck_interval_s is not None:
                 tg.start_soon(self._periodic, self.recheck_interval_s)
-        except BaseException:
-            self._client = self._tg = None
-            await stack.aclose()
+        except BaseException as exc:
+            tg.cancel_scope.cancel()
+            await self._leave(tg, exc)
             raise
-        self._stack = stack
+        self._entered = True
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        stack, self._stack, self._client, self._tg = self._stack, None, None, None
+        tg = self._tg
+        self._entered = False
+        if tg is not None:
+            tg.cancel_scope.cancel()
+            await self._leave(tg, None)
+
+    async def _leave(self, tg: anyio.abc.TaskGroup, exc: BaseException | None) -> None:
         self._listening = False
-        if stack is not None:
-            await stack.aclose()
+        try:
+            await self.pool.aclose()
+        finally:
+            self._tg = self.pool.task_group = None
+            await tg.__aexit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
 
     # -- watching for drift -------------------------------------------------------------------------
 
     async def _listen(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """On a 2026-07-28 session, re-check whenever the upstream says its tool list changed."""
-        client = self._client
-        assert client is not None
+        """On a 2026-07-28 session, re-check whenever the upstream says its tool list changed; after
+        the stream (or its session) ends, listen again on the session the pool has then."""
         started = False
         while True:
             try:
-                async with client.listen(tools_list_changed=True) as sub:
+                async with self.pool.client() as client, client.listen(tools_list_changed=True) as sub:
                     self._listening = True
                     if not started:
                         started = True
@@ -344,12 +477,12 @@ class McpUpstream:
 
         Returns the upstream names withdrawn by this check.
         """
+        if client is None:
+            # Outside the lock: a session opened for this look lists the tools itself (`_on_open`).
+            async with self.session() as own:
+                return await self.recheck(own)
         async with self._recheck_lock:
-            if client is None:
-                async with self.session() as own:
-                    offered = await self._list(own)
-            else:
-                offered = await self._list(client)
+            offered = await self._list(client)
             self._checked_at = time.monotonic()
             self._stale = False
             admitted = {n: d for n, d in self._admitted.items() if n not in self._withdrawn}
@@ -496,25 +629,123 @@ class McpUpstream:
                 details={"upstream": self.namespace, "withdrawn": name},
             )
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> Any:
-        """Call an upstream tool; upstream errors become `ToolError`s (untrusted text)."""
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        credential: UpstreamCredential | None = None,
+        approval_id: str | None = None,
+    ) -> Any:
+        """Call an upstream tool; upstream errors become `ToolError`s (untrusted text).
+
+        Args:
+            name: the upstream's own tool name (without the namespace).
+            arguments: the (validated) arguments.
+            credential: whose connection to use (default: the upstream's own headers and auth).
+            approval_id: retry a call a maitre upstream answered with APPROVAL_REQUIRED, once
+                someone allowed to has approved it there (`_meta["io.maitre/approvalId"]`).
+        """
         self._refuse_withdrawn(name)
+        meta: dict[str, Any] | None = None
+        if approval_id is not None:
+            if not _ID.match(approval_id):
+                raise ToolError("INVALID_ARGUMENTS", "approval_id is not an approval id")
+            meta = {APPROVAL_META_KEY: approval_id}
         result: types.CallToolResult | None = None
-        try:
-            async with self.session() as client:
-                if self._due():
-                    await self.recheck(client)
-                # Raised outside the session: an exception inside it comes out in an ExceptionGroup.
-                if name not in self._withdrawn:
-                    result = await client.call_tool(name, arguments)
-        except Exception as exc:
-            raise self._failure(name, exc) from None
+        for attempt in (1, 2):
+            try:
+                async with self.session(credential) as client:
+                    if self._due():
+                        await self.recheck(client)
+                    if name not in self._withdrawn:
+                        result = await self._call_on(client, name, arguments, meta)
+                break
+            except ToolError:
+                raise
+            except Exception as exc:
+                if attempt == 1 and undelivered(exc):
+                    logger.info(
+                        "MCP upstream %s forgot the session; calling %s on a new one", self.namespace, name
+                    )
+                    continue
+                raise self._failure(name, exc) from None
         self._refuse_withdrawn(name)
         assert result is not None
         return self._shape(name, result)
 
+    async def _call_on(
+        self, client: Client, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None
+    ) -> types.CallToolResult:
+        """`tools/call`, answering `input_required` rounds with the host's callbacks (2026-07-28)."""
+        session = client.session
+
+        async def send(responses: types.InputResponses | None, state: str | None) -> Any:
+            try:
+                return await session.call_tool(
+                    name,
+                    arguments,
+                    input_responses=responses,
+                    request_state=state,
+                    meta=meta,  # type: ignore[arg-type]  # RequestParamsMeta is a TypedDict, open to extensions
+                    allow_input_required=True,
+                )
+            except MCPError as exc:
+                if exc.code != HEADER_MISMATCH:
+                    raise
+            # The spec's recovery: the listing the headers came from is stale. List again (the SDK
+            # takes the headers from it; a drifted tool is withdrawn) and send once more.
+            await self.recheck(client)
+            self._refuse_withdrawn(name)
+            return await session.call_tool(
+                name,
+                arguments,
+                input_responses=responses,
+                request_state=state,
+                meta=meta,  # type: ignore[arg-type]
+                allow_input_required=True,
+            )
+
+        async def answer(key: str, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+            if getattr(self, _INPUT_KINDS.get(request.method, ""), None) is None:
+                raise self._input_required(name, {key: request})
+            params = request.params
+            ctx = ClientRequestContext(session=session, request_id=key, meta=params.meta if params else None)
+            return await session.dispatch_input_request(ctx, request)
+
+        first = await send(None, None)
+        if not isinstance(first, types.InputRequiredResult):
+            return first  # type: ignore[no-any-return]
+        unanswerable = {
+            key: request
+            for key, request in (first.input_requests or {}).items()
+            if getattr(self, _INPUT_KINDS.get(request.method, ""), None) is None
+        }
+        if unanswerable:  # say everything the host cannot answer at once, not the first of them
+            raise self._input_required(name, unanswerable)
+        done: types.CallToolResult = await run_input_required_driver(
+            first, dispatch=answer, retry=send, max_rounds=self.input_required_max_rounds
+        )
+        return done
+
+    def _input_required(self, name: str, requests: Mapping[str, types.InputRequest]) -> ToolError:
+        asked = {key: _describe_request(request) for key, request in requests.items()}
+        callbacks = sorted({_INPUT_KINDS.get(r.method, r.method) for r in requests.values()})
+        said = "; ".join(a["summary"] for a in asked.values())
+        return ToolError(
+            ErrorCode.INPUT_REQUIRED,
+            f"{self.namespace}.{name} did not run: the MCP server {self.namespace!r} needs input first, and "
+            f"this host has no way to give it ({said}). Ask the user, or pass "
+            f"{' / '.join(callbacks)} to McpUpstream / Toolbox.from_mcp so the server's question can be "
+            "answered.",
+            details={"upstream": self.namespace, "tool": f"{self.namespace}.{name}", "input_requests": asked},
+        )
+
     def _failure(self, name: str, exc: BaseException) -> ToolError:
         leaves = _leaves(exc)
+        for leaf in leaves:
+            if isinstance(leaf, ToolError):  # raised by us inside the SDK's input-required driver
+                return leaf
         if any(isinstance(leaf, AddressRefused) for leaf in leaves):
             logger.warning("MCP upstream %s refused: %s", self.namespace, leaves[0])
             return ToolError(
@@ -523,12 +754,90 @@ class McpUpstream:
             )
         if any(OVERSIZE_MARKER in str(leaf) or _SSE_OVERSIZE in str(leaf) for leaf in leaves):
             return self._too_large(name)
-        logger.warning("MCP upstream %s failed on %s: %s", self.namespace, name, type(exc).__name__)
+        for leaf in leaves:
+            if isinstance(leaf, UpstreamUnavailable):
+                return ToolError(
+                    "TEMPORARY_UNAVAILABLE",
+                    f"The MCP server {self.namespace!r} could not be reached the last times maitre tried "
+                    f"({_cause(leaf.cause)}). Try again in {leaf.retry_after_s:.1f} s.",
+                    retryable=True,
+                    retry_after_s=round(leaf.retry_after_s, 3),
+                    details={"upstream": self.namespace},
+                )
+            if isinstance(leaf, InputRequiredRoundsExceededError):
+                return ToolError(
+                    "INVALID_STATE",
+                    f"{self.namespace}.{name}: the MCP server kept asking for input for more than "
+                    f"{leaf.max_rounds} rounds; maitre stopped answering it.",
+                    details={"upstream": self.namespace},
+                )
+            if isinstance(leaf, MCPError) and not breaks_session(leaf):
+                return self._protocol_error(name, leaf)
+            if isinstance(leaf, ValidationError):
+                return ToolError(
+                    "INVALID_STATE",
+                    f"{self.namespace}.{name}: the MCP server answered with a result that does not follow "
+                    "the protocol (or the tool's declared output schema), so maitre did not use it.",
+                    details={"upstream": self.namespace},
+                )
+        logger.warning("MCP upstream %s failed on %s: %s", self.namespace, name, _cause(exc))
         return ToolError(
             "TEMPORARY_UNAVAILABLE",
-            f"The MCP server {self.namespace!r} could not be reached or failed ({type(exc).__name__}). "
-            "Try again later.",
+            f"The MCP server {self.namespace!r} could not be reached or its connection broke "
+            f"({_cause(exc)}). Try again later.",
             retryable=True,
+            details={"upstream": self.namespace},
+        )
+
+    def _protocol_error(self, name: str, exc: MCPError) -> ToolError:
+        """A JSON-RPC error the server answered: what it said, with the code that fits."""
+        said = _quote(exc.message)
+        details: dict[str, Any] = {"upstream": self.namespace, "rpc_code": exc.code}
+        if exc.code == REQUEST_TIMEOUT:
+            return ToolError(
+                "TIMEOUT",
+                f"{self.namespace}.{name} gave no answer within {self.timeout_s:g} s.",
+                retryable=True,
+                details=details,
+            )
+        if exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+            return ToolError(
+                ErrorCode.INPUT_REQUIRED,
+                f"{self.namespace}.{name} did not run: the MCP server needs a client capability this host "
+                f"did not declare ({said}). Pass elicitation_callback / sampling_callback / "
+                "list_roots_callback to McpUpstream / Toolbox.from_mcp for the one it names.",
+                details={**details, "required": _jsonable(exc.data)},
+            )
+        if exc.code == URL_ELICITATION_REQUIRED:
+            urls = [
+                {"url": str(e.get("url", ""))[:2048], "message": _quote(str(e.get("message", "")))}
+                for e in (exc.data or {}).get("elicitations", [])
+                if isinstance(e, Mapping)
+            ][:5]
+            return ToolError(
+                ErrorCode.INPUT_REQUIRED,
+                f"{self.namespace}.{name} did not run: the MCP server asks the user to open a page first "
+                f"({'; '.join(u['message'] or u['url'] for u in urls) or said}). Ask the user to open it, then "
+                "call again.",
+                details={**details, "urls": urls},
+            )
+        if exc.code == INVALID_PARAMS:
+            return ToolError(
+                "INVALID_ARGUMENTS",
+                f"The MCP server {self.namespace!r} refused the arguments of {self.namespace}.{name}: {said}",
+                details=details,
+            )
+        if exc.code == METHOD_NOT_FOUND:
+            return ToolError(
+                "INVALID_STATE",
+                f"The MCP server {self.namespace!r} does not offer {name} (any more): {said}",
+                details=details,
+            )
+        return ToolError(
+            "INVALID_STATE",
+            f"The MCP server {self.namespace!r} answered {self.namespace}.{name} with an error "
+            f"(JSON-RPC {exc.code}): {said}",
+            details=details,
         )
 
     def _too_large(self, name: str) -> ToolError:
@@ -551,6 +860,9 @@ class McpUpstream:
             raise self._too_large(name)
         text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
         if result.is_error:
+            remote = (result.meta or {}).get(_MAITRE_ERROR)
+            if isinstance(remote, Mapping):
+                raise self._remote_error(name, remote, text)
             raise ToolError(
                 "INVALID_STATE",
                 f"{self.namespace}.{name} reported an error: {text or '(no message)'}",
@@ -562,6 +874,133 @@ class McpUpstream:
         if all(isinstance(block, types.TextContent) for block in result.content):
             return text
         return [block.model_dump(by_alias=True, mode="json", exclude_none=True) for block in result.content]
+
+    def _remote_error(self, name: str, error: Mapping[str, Any], text: str) -> ToolError:
+        """A maitre server's structured ToolError, read as untrusted data: the code (if it is one an
+        upstream may give), its message, and the approval id of an APPROVAL_REQUIRED."""
+        tool = f"{self.namespace}.{name}"
+        try:
+            code = ErrorCode(str(error.get("code")))
+        except ValueError:
+            code = ErrorCode.INVALID_STATE
+        message = _quote(str(error.get("message") or text or "(no message)"), 1000)
+        remote_details = error.get("details")
+        remote_details = remote_details if isinstance(remote_details, Mapping) else {}
+        details: dict[str, Any] = {
+            "upstream": self.namespace,
+            "tool": tool,
+            "remote_code": str(error.get("code")),
+        }
+        if code is ErrorCode.APPROVAL_REQUIRED:
+            approval_id = remote_details.get("approval_id")
+            if isinstance(approval_id, str) and _ID.match(approval_id):
+                details["approval_id"] = approval_id
+                for key in ("call_hash", "expires_at"):
+                    value = remote_details.get(key)
+                    if isinstance(value, str | int | float) and not isinstance(value, bool):
+                        details[key] = value if not isinstance(value, str) else value[:128]
+                return ToolError(
+                    ErrorCode.APPROVAL_REQUIRED,
+                    f"{tool} needs a human approval on the MCP server {self.namespace!r} before it runs "
+                    f"(approval id {approval_id}); the server said: {message} Do not call it again with "
+                    "other arguments to get around this; once someone allowed to approve it there has done "
+                    "so, the host retries this exact call with that approval id.",
+                    details=details,
+                )
+            code = ErrorCode.INVALID_STATE  # an approval without an id the host could ever retry with
+        if code not in _REMOTE_CODES:
+            code = ErrorCode.INVALID_STATE
+        retry_after = error.get("retry_after_s")
+        return ToolError(
+            code,
+            f"{tool} reported an error ({error.get('code')}): {message}",
+            details=details,
+            retry_after_s=float(min(retry_after, 3600))
+            if isinstance(retry_after, int | float) and not isinstance(retry_after, bool) and retry_after >= 0
+            else None,
+        )
+
+
+def _with_defaults(callback: ElicitationFnT) -> ElicitationFnT:
+    """The host's elicitation callback, whose accepted form answers get the schema's `default` for
+    every field they leave out (SEP-1034: the defaults are what the form would have shown)."""
+
+    async def elicit(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        answer = await callback(context, params)
+        if (
+            isinstance(answer, types.ElicitResult)
+            and answer.action == "accept"
+            and isinstance(params, types.ElicitRequestFormParams)
+        ):
+            properties = (params.requested_schema or {}).get("properties") or {}
+            content = dict(answer.content or {})
+            for field_name, schema in properties.items():
+                if field_name not in content and isinstance(schema, Mapping) and "default" in schema:
+                    content[field_name] = schema["default"]
+            answer = answer.model_copy(update={"content": content})
+        return answer
+
+    return elicit
+
+
+def _describe_request(request: types.InputRequest) -> dict[str, Any]:
+    """What a server asked, for an error the model and the host read (its text is quoted, short)."""
+    params = request.params
+    if isinstance(request, types.ElicitRequest) and isinstance(params, types.ElicitRequestURLParams):
+        return {
+            "method": request.method,
+            "mode": "url",
+            "message": _quote(params.message),
+            "url": params.url[:2048],
+            "summary": f"it asks the user to open {params.url[:200]}: {_quote(params.message)!r}",
+        }
+    if isinstance(request, types.ElicitRequest) and isinstance(params, types.ElicitRequestFormParams):
+        fields = [str(k)[:64] for k in ((params.requested_schema or {}).get("properties") or {})][:20]
+        return {
+            "method": request.method,
+            "mode": "form",
+            "message": _quote(params.message),
+            "fields": fields,
+            "summary": f"it asks the user {_quote(params.message)!r} (fields: {', '.join(fields) or 'none'})",
+        }
+    if isinstance(request, types.CreateMessageRequest) and isinstance(
+        params, types.CreateMessageRequestParams
+    ):
+        return {
+            "method": request.method,
+            "messages": len(params.messages),
+            "max_tokens": params.max_tokens,
+            "summary": f"it asks the client's model for a completion ({len(params.messages)} message(s))",
+        }
+    return {"method": request.method, "summary": "it asks for the client's roots (the folders it may see)"}
+
+
+def _quote(text: str, limit: int = _SHOWN) -> str:
+    """A server's own text, shortened and on one line (it is untrusted: data, not instructions)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value if not isinstance(value, str) else _quote(value)
+    if isinstance(value, Mapping):
+        return {str(k)[:64]: _jsonable(v) for k, v in list(value.items())[:20]}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value[:20]]
+    return _quote(str(value))
+
+
+def _cause(exc: BaseException | None) -> str:
+    """A short name for what broke: the innermost exception's type (and the SDK's message)."""
+    if exc is None:
+        return "no answer"
+    leaf = _leaves(exc)[0]
+    if isinstance(leaf, MCPError):
+        return f"{'connection closed' if leaf.code == CONNECTION_CLOSED else _quote(leaf.message, 80)}"
+    return type(leaf).__name__
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -611,14 +1050,34 @@ async def toolbox_from_mcp(
 ) -> Toolbox:
     """Import another MCP server's tools; see `McpUpstream` for the options.
 
-    Each imported tool opens a short session per call. The import report is on
-    `toolbox.mcp_reports[namespace]`.
+    The imported tools share one long-lived session per upstream (the import's own), reopened when it
+    breaks. The import report is on `toolbox.mcp_reports[namespace]`, the upstream on
+    `toolbox.mcp_upstreams[namespace]`; `await aclose_upstreams(toolbox)` closes their sessions.
     """
     upstream = McpUpstream(target, namespace=namespace, lockfile=lockfile, **options)
-    box = await upstream.toolbox(into)
+    try:
+        box = await upstream.toolbox(into)
+    except BaseException:
+        await upstream.aclose()
+        raise
     reports = getattr(box, "mcp_reports", None)
     if reports is None:
         reports = {}
         box.mcp_reports = reports  # type: ignore[attr-defined]
     reports[namespace] = upstream.report
+    upstreams = getattr(box, "mcp_upstreams", None)
+    if upstreams is None:
+        upstreams = {}
+        box.mcp_upstreams = upstreams  # type: ignore[attr-defined]
+    previous = upstreams.get(namespace)
+    upstreams[namespace] = upstream
+    if previous is not None and previous is not upstream:
+        await previous.aclose()
     return box
+
+
+async def aclose_upstreams(box: Toolbox) -> None:
+    """Close the upstream sessions the MCP tools imported into `box` hold (`toolbox_from_mcp`)."""
+    upstreams: dict[str, McpUpstream] = getattr(box, "mcp_upstreams", None) or {}
+    for upstream in list(upstreams.values()):
+        await upstream.aclose()
