@@ -8,8 +8,11 @@ or from a JSON Schema and an async handler (`Tool.from_schema`, for tools import
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import logging
 import re
+import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +24,7 @@ from ..exceptions import ToolDefinitionError
 from ..stores.base import Stores
 from ..types import Effect, Principal, Risk, Trust
 from .docstrings import parse_docstring
+from .drafts import normalise_schema, schema_validator
 from .schema import SCHEMA_DIALECT, build_input_model, model_json_schema, strict_schema
 
 __all__ = [
@@ -29,9 +33,13 @@ __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_MAX_RESULT_TOKENS",
     "DEFAULT_TIMEOUT_S",
+    "MAX_NAME_LENGTH",
     "OwnershipCheck",
     "Tool",
+    "base_name_for",
 ]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 30.0
 """Every tool has a finite timeout; 30 s unless the tool says otherwise."""
@@ -47,6 +55,11 @@ CONTEXT_TYPES: tuple[type, ...] = (Principal, RunContext, IdempotencyKey, Stores
 """Parameter annotations the gate injects instead of taking them from the model."""
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*(\.[A-Za-z][A-Za-z0-9_\-]*)*$")
+_BASE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_\-]+")
+MAX_NAME_LENGTH = 128
+"""Characters in a canonical tool name, namespace included (MCP's own bound for tool names)."""
+_DIGEST = 8
 
 OwnershipCheck = Callable[[Principal, dict[str, Any]], Any]
 """`check(principal, arguments) -> bool` (sync or async): does this principal own the resource?
@@ -114,6 +127,9 @@ class Tool:
     """Declared long work: MCP serves it as a task."""
     source: str = "local"
     """`local`, or `mcp:<server>` for imported tools."""
+    upstream_name: str | None = None
+    """For an imported tool, its name on the MCP server, as the server spelled it: what a call sends
+    upstream. The canonical `name` is built from it by `base_name_for` (None for local tools)."""
     annotations: dict[str, Any] = field(default_factory=dict)
     """Extra MCP annotations (imported tools keep the server's)."""
     context_params: dict[str, type] = field(default_factory=dict)
@@ -123,10 +139,11 @@ class Tool:
     _output_adapter: TypeAdapter[Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name) or len(self.name) > 128:
+        if not _NAME.match(self.name) or len(self.name) > MAX_NAME_LENGTH:
             raise ToolDefinitionError(
-                f"tool name {self.name!r} is not valid: use letters, digits, _ and -, starting with a "
-                "letter, with '.' only between namespace parts"
+                f"tool name {self.name[:200]!r} is not valid: use letters, digits, _ and -, starting with a "
+                f"letter, with '.' only between namespace parts, at most {MAX_NAME_LENGTH} characters "
+                "(an imported tool's own name is mapped: Tool.from_schema(name=..., namespace=...))"
             )
         self.effect = Effect(self.effect)
         self.risk = Risk(self.risk)
@@ -228,31 +245,78 @@ class Tool:
         description: str,
         input_schema: dict[str, Any],
         handler: Callable[[dict[str, Any]], Awaitable[Any]],
+        namespace: str | None = None,
         **metadata: Any,
     ) -> Tool:
-        """Build a tool from a JSON Schema and an async handler (tools imported over MCP)."""
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import SchemaError
+        """Build a tool from a JSON Schema and an async handler (tools imported over MCP).
 
-        schema = dict(input_schema or {"type": "object"})
+        The schema may be in any dialect MCP servers send (2020-12, 2019-09, draft-07/06/04, OpenAPI's
+        `nullable`): it is normalised to the 2020-12 schema that means the same (`maitre.tools.drafts`)
+        and that is what `input_schema` holds and the gate validates with. `input_schema` itself is
+        not changed, so an MCP pin of the definition as sent stays as it was. An output schema given
+        as `output_schema=` is normalised the same way when it can be, and kept as sent otherwise.
+
+        With `namespace`, `name` is the tool's name on its server: it is kept as `upstream_name`
+        and the canonical name is `namespace.` + `base_name_for(name)`, so `repo::search` or
+        `files/read` becomes a valid, stable name (`github.repo_search-1b2c3d4e`) while calls still
+        send the server's spelling. Without it, `name` is the canonical name and must be valid.
+        """
+        if input_schema is None:
+            input_schema = {"type": "object"}
+        label = name if namespace is None else f"{namespace}.{name}"
         try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            raise ToolDefinitionError(
-                f"{name}: input schema is not valid JSON Schema: {exc.message}"
-            ) from exc
+            schema = normalise_schema(input_schema)
+            validator = schema_validator(schema)
+        except ToolDefinitionError as exc:
+            raise ToolDefinitionError(f"{label[:200]}: {exc}") from None
+        output = metadata.get("output_schema")
+        if isinstance(output, dict):
+            try:
+                normalised = normalise_schema(output)
+                schema_validator(normalised)
+            except ToolDefinitionError as exc:
+                logger.debug("%s: output schema kept as sent: %s", label[:200], exc)
+            else:
+                metadata["output_schema"] = normalised
+        canonical = name
+        if namespace is not None:
+            metadata.setdefault("upstream_name", name)
+            canonical = f"{namespace}.{base_name_for(name, max_length=MAX_NAME_LENGTH - len(namespace) - 1)}"
         return cls(
-            name=name,
+            name=canonical,
             description=description,
             input_schema=schema,
             handler=handler,
             is_async=True,
-            _validator=Draft202012Validator(schema),
+            _validator=validator,
             **metadata,
         )
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, effect={self.effect.value}, risk={self.risk.value})"
+
+
+def base_name_for(name: str, *, max_length: int = 64) -> str:
+    """A valid tool base name for a name another server chose, the same every time.
+
+    A name that is already valid (letters, digits, `_` and `-`, starting with a letter, at most
+    `max_length` characters) is kept as it is. Any other - `repo::search`, `files/read`,
+    `admin.tools.list` (a `.` would read as a namespace), `get weather`, `天气`, `2fa` - becomes a
+    readable ASCII slug plus `-` and the first hex digits of the SHA-256 of the name, so two
+    different names never share a slug by accident (`a::b` and `a/b` differ) and a name that merely
+    looks mapped keeps its own spelling. The mapping is not undone by parsing: the tool keeps the
+    original as `Tool.upstream_name`, which is what a call sends.
+    """
+    if _BASE.match(name) and len(name) <= max_length:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST]
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    slug = _UNSAFE.sub("_", ascii_name).strip("_-")
+    slug = re.sub(r"_{2,}", "_", slug)  # `__` is how a namespace dot is spelled to providers
+    if not slug[:1].isalpha():
+        slug = f"tool_{slug}" if slug else "tool"
+    room = max(max_length - len(digest) - 1, 1)
+    return f"{slug[:room].rstrip('_-')}-{digest}"
 
 
 def _model_name(base: str) -> str:
