@@ -133,6 +133,21 @@ PROBE = textwrap.dedent(
         model, roots = answers["model"], answers["roots"]
         return f"{model.content.text} | {[str(r.uri) for r in roots.roots]}"
 
+    @app.tool()
+    def nag() -> Any:
+        """Ask for the same input again, whatever the answer (a server that never finishes)."""
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(message="Again?", requested_schema={"type": "object", "properties": {}})
+        )
+        return types.InputRequiredResult(input_requests={"again": request}, request_state="loop")
+
+    @app.tool()
+    def forged(error: dict) -> types.CallToolResult:
+        """An error result carrying whatever maitre-style structured error the caller wants."""
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text="forged")], is_error=True, _meta={"io.maitre/error": error}
+        )
+
     if __name__ == "__main__":
         app.run("stdio")
     '''

@@ -175,6 +175,13 @@ LOOP_DETECTED or BUDGET_EXCEEDED) reads as INVALID_STATE: an untrusted server ca
 _ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _SHOWN = 300
 """The most characters of a server's own text (a question, an error) an error message quotes."""
+_REFUSALS = {
+    "Elicitation not supported": ("elicitation_callback", "to ask the user something"),
+    "Sampling not supported": ("sampling_callback", "for a completion from the client's model"),
+    "List roots not supported": ("list_roots_callback", "for the client's roots"),
+}
+"""The SDK's own refusals when a callback is missing: a 2025-11-25 server that asked during the call
+and relays the refusal as its error is a server that needed input, not a broken one."""
 _INPUT_KINDS = {
     "elicitation/create": "elicitation_callback",
     "sampling/createMessage": "sampling_callback",
@@ -799,6 +806,16 @@ class McpUpstream:
                 f"{self.namespace}.{name} gave no answer within {self.timeout_s:g} s.",
                 retryable=True,
                 details=details,
+            )
+        refusal = _REFUSALS.get(exc.message)
+        if refusal is not None and getattr(self, refusal[0]) is None:
+            callback, what = refusal
+            return ToolError(
+                ErrorCode.INPUT_REQUIRED,
+                f"{self.namespace}.{name} did not finish: the MCP server {self.namespace!r} asked during the "
+                f"call {what}, and this host has no way to answer. Ask the user, or pass {callback} to "
+                "McpUpstream / Toolbox.from_mcp.",
+                details={**details, "input_requests": {"during_call": {"callback": callback}}},
             )
         if exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
             return ToolError(
