@@ -391,7 +391,13 @@ class ConsoleConfig(_Section):
 
 
 class UpstreamConfig(_Section):
-    """Another MCP server `maitre mcp pin|check|scan --namespace NAME` talks to."""
+    """Another MCP server `maitre mcp pin|check|scan|login --namespace NAME` talks to.
+
+    OAuth (`maitre.mcp.upstream_auth`): `auth = "client_credentials"` with `client_id`, `issuer`
+    and `client_secret` or `private_key_file` (a service credential); `auth = "authorization_code"`
+    for a person's sign-in with `maitre mcp login NAME` (`client_id` only for a pre-registered
+    client; else the client registers itself, or uses `client_metadata_url`).
+    """
 
     url: str | None = None
     """Its Streamable HTTP URL."""
@@ -401,11 +407,67 @@ class UpstreamConfig(_Section):
     """'Name' = 'value' sent to it (`$VARS` expand when used; shown masked)."""
     allow_loopback: bool = False
     allowed_hosts: list[str] = Field(default_factory=list)
+    auth: Literal["none", "client_credentials", "authorization_code"] = "none"
+    """How maitre gets a token for it: none, a service credential, or a person's sign-in."""
+    client_id: str | None = None
+    """The OAuth client id (required for client_credentials; a pre-registered client otherwise)."""
+    client_secret: str | None = None
+    """Its secret (`$VARS` expand when used; shown masked)."""
+    private_key_file: Path | None = None
+    """Or a PEM private key that signs a `private_key_jwt` assertion (client_credentials only)."""
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
+    """How `client_secret` is sent to the token endpoint."""
+    issuer: str | None = None
+    """The authorization server the credentials belong to; no other is used (required for
+    client_credentials, so the upstream cannot send a service secret elsewhere)."""
+    scopes: list[str] = Field(default_factory=list)
+    """Scopes to ask for (the upstream's challenge or metadata can name more)."""
+    client_metadata_url: str | None = None
+    """An https URL of this client's metadata document, used as its id where servers take one (CIMD)."""
 
     @model_validator(mode="after")
     def _one_target(self) -> UpstreamConfig:
         if (self.url is None) == (self.command is None):
             raise ValueError("give url or command (exactly one)")
+        return self
+
+    @model_validator(mode="after")
+    def _auth_keys(self) -> UpstreamConfig:
+        oauth_keys = ("client_id", "client_secret", "private_key_file", "issuer", "client_metadata_url")
+        given = [key for key in oauth_keys if getattr(self, key) is not None] + (
+            ["scopes"] if self.scopes else []
+        )
+        if self.auth == "none":
+            if given:
+                raise ValueError(
+                    f'{", ".join(given)} only apply with auth = "client_credentials" or "authorization_code"'
+                )
+            return self
+        if self.url is None:
+            raise ValueError(f"auth = {self.auth!r} needs a url: OAuth is for HTTP upstreams")
+        if any(name.lower() == "authorization" for name in self.headers):
+            raise ValueError(
+                f"auth = {self.auth!r} sends its own Authorization header: remove it from headers"
+            )
+        if self.issuer is not None and not self.issuer.startswith(("https://", "http://")):
+            raise ValueError(f"issuer {self.issuer!r} must be the authorization server's http(s) URL")
+        if self.auth == "client_credentials":
+            missing = [key for key in ("client_id", "issuer") if getattr(self, key) is None]
+            if missing:
+                raise ValueError(f'auth = "client_credentials" needs {" and ".join(missing)}')
+            if (self.client_secret is None) == (self.private_key_file is None):
+                raise ValueError(
+                    'auth = "client_credentials" needs client_secret or private_key_file (exactly one)'
+                )
+            if self.client_metadata_url is not None:
+                raise ValueError("client_metadata_url is for authorization_code")
+        else:
+            if self.private_key_file is not None:
+                raise ValueError("private_key_file is for client_credentials")
+            if self.client_secret is not None and self.client_id is None:
+                raise ValueError("client_secret needs the client_id it belongs to")
+            if self.client_metadata_url is not None and not self.client_metadata_url.startswith("https://"):
+                raise ValueError("client_metadata_url must be an https URL")
         return self
 
     def target(self) -> str:
