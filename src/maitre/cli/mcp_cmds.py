@@ -1,9 +1,12 @@
-"""`maitre mcp pin|check|scan`: the MCP client commands (a typer app the root CLI mounts).
+"""`maitre mcp pin|check|scan|login|logout`: the MCP client commands (a typer app the root CLI mounts).
 
 `mcp pin` writes the lockfile that `toolbox_from_mcp(lockfile=...)` enforces; `mcp check` shows
 drift against it; `mcp scan` reports what the scanner finds in a server's tool definitions.
 TARGET is a URL or a command line; without it, `--namespace NAME` names an upstream of the
-configuration file (`[mcp.upstreams.NAME]`, with its headers and address allowances).
+configuration file (`[mcp.upstreams.NAME]`, with its headers, address allowances and OAuth).
+`mcp login NAME` signs a person in to an upstream with `auth = "authorization_code"` (the URL is
+printed to stderr, the browser's redirect comes back to 127.0.0.1 on an ephemeral port) and caches
+the tokens (`maitre.mcp.upstream_auth`); `mcp logout NAME` forgets them.
 Like `from_mcp`, the three commands refuse loopback, private, link-local and metadata addresses
 before connecting unless `--allow-loopback` or `--allow-upstream HOST|CIDR` says otherwise
 (`maitre serve --allow-host` is the other direction: the Host headers a served endpoint accepts).
@@ -24,6 +27,9 @@ from .app import App, console, err, settings
 from .errors import CommandError, leaf_exception
 
 if TYPE_CHECKING:
+    import httpx2
+
+    from ..config.schema import UpstreamConfig
     from ..mcp.pinning import Lockfile
 
 __all__ = [
@@ -31,10 +37,13 @@ __all__ = [
     "AllowLoopback",
     "Header",
     "LockfileOption",
+    "Name",
     "Namespace",
     "Target",
     "Timeout",
     "check_command",
+    "login_command",
+    "logout_command",
     "mcp_app",
     "pin_command",
     "scan_command",
@@ -81,6 +90,7 @@ class _Server:
     headers: dict[str, str]
     allow_loopback: bool
     allow_host: list[str]
+    auth: httpx2.Auth | None = None
 
 
 def _server(
@@ -110,13 +120,26 @@ def _server(
                 param_hint="TARGET",
             )
         target = configured.target()
+    auth = None
+    if configured is not None and configured.auth != "none" and target == configured.url:
+        from ..mcp.upstream_auth import upstream_auth
+
+        auth = upstream_auth(namespace, _resolved(configured))
     return _Server(
         target=target,
         namespace=namespace,
         headers={k: os.path.expandvars(v) for k, v in headers.items()},
         allow_loopback=allow_loopback or bool(configured and configured.allow_loopback),
         allow_host=[*(allow_host or ()), *(configured.allowed_hosts if configured else ())],
+        auth=auth,
     )
+
+
+def _resolved(configured: UpstreamConfig) -> UpstreamConfig:
+    """The upstream's settings with `private_key_file` relative to the configuration file."""
+    if configured.private_key_file is None:
+        return configured
+    return configured.model_copy(update={"private_key_file": settings().path_of(configured.private_key_file)})
 
 
 def _lockfile(path: Path | None) -> Lockfile:
@@ -137,6 +160,7 @@ def _lockfile(path: Path | None) -> Lockfile:
 async def _definitions(server: _Server, timeout_s: float) -> list[dict[str, Any]]:
     """The server's tool definitions, or a one-line reason why there are none."""
     import anyio
+    from mcp.client.auth import OAuthFlowError
     from mcp.shared.exceptions import MCPError
 
     from ..mcp.client import McpUpstream
@@ -148,6 +172,7 @@ async def _definitions(server: _Server, timeout_s: float) -> list[dict[str, Any]
         allow_loopback=server.allow_loopback,
         allowed_hosts=server.allow_host,
         timeout_s=timeout_s,
+        auth=server.auth,
     )
     try:
         with anyio.fail_after(timeout_s):
@@ -163,6 +188,8 @@ async def _definitions(server: _Server, timeout_s: float) -> list[dict[str, Any]
             raise CommandError(
                 f"{server.target} did not answer as an MCP server ({leaf}): check the URL or command"
             ) from None
+        if isinstance(leaf, OAuthFlowError):
+            raise CommandError(f"{server.target}: {leaf}") from None
         if isinstance(leaf, FileNotFoundError):
             name = leaf.filename or server.target
             raise CommandError(f"cannot start {name!r}: no such command (check the command line)") from None
@@ -278,3 +305,79 @@ def scan_command(
         return 1 if any(f.severity == "high" for f in findings) else 0
 
     _run(main)
+
+
+Name = Annotated[str, typer.Argument(help="The upstream: [mcp.upstreams.NAME] in maitre.toml")]
+
+
+def _oauth_upstream(name: str) -> UpstreamConfig:
+    from .._extras import require
+
+    require("mcp", "maitre mcp")
+    configured = settings().config.mcp.upstreams.get(name)
+    if configured is None or configured.auth != "authorization_code":
+        raise CommandError(
+            f'configure [mcp.upstreams.{name}] with url and auth = "authorization_code" in maitre.toml first',
+            code=2,
+        )
+    return _resolved(configured)
+
+
+def _has_display() -> bool:
+    """Whether a graphical browser can open: without one, `webbrowser` would start a text browser
+    (lynx, w3m) in this terminal, so the printed URL is the way (open it on any machine)."""
+    import sys
+
+    return sys.platform in ("darwin", "win32") or bool(
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
+
+
+@mcp_app.command("login")
+def login_command(
+    name: Name,
+    browser: Annotated[
+        bool, typer.Option(help="Also open the URL in the default browser (when there is a display)")
+    ] = True,
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait for the sign-in")] = 300.0,
+) -> None:
+    """Sign in to an OAuth upstream (authorization code + PKCE) and cache its tokens (mode 0600)."""
+    from mcp.client.auth import OAuthFlowError
+
+    from ..mcp.upstream_auth import sign_in
+
+    configured = _oauth_upstream(name)
+
+    async def show(url: str) -> None:
+        err.print(f"Sign in to {name} here (waiting up to {timeout:g} s):", highlight=False)
+        err.print(url, markup=False, highlight=False, soft_wrap=True)
+        if browser and _has_display():
+            import webbrowser
+
+            import anyio.to_thread
+
+            await anyio.to_thread.run_sync(webbrowser.open, url)
+
+    async def main() -> int:
+        try:
+            storage = await sign_in(name, configured, open_url=show, timeout_s=timeout)
+        except Exception as exc:
+            leaf = leaf_exception(exc)
+            if isinstance(leaf, OAuthFlowError):
+                raise CommandError(f"sign-in to {name} failed: {leaf}") from None
+            raise
+        err.print(f"signed in to {name}; tokens kept in {storage.path}", markup=False, highlight=False)
+        return 0
+
+    _run(main)
+
+
+@mcp_app.command("logout")
+def logout_command(name: Name) -> None:
+    """Forget the tokens `maitre mcp login NAME` cached."""
+    from ..mcp.upstream_auth import FileTokenStorage, token_file
+
+    configured = _oauth_upstream(name)
+    storage = FileTokenStorage(token_file(name), resource=str(configured.url))
+    forgot = storage.clear()
+    err.print(f"{'forgot the tokens of' if forgot else 'no tokens kept for'} {name}", highlight=False)
