@@ -774,6 +774,24 @@ def test_upstream_auth_settings_that_cannot_work_are_refused_when_the_file_is_re
         UpstreamConfig.model_validate(values)
 
 
+def test_a_client_secret_from_the_environment_is_read_when_used_and_an_unset_one_is_an_error(monkeypatch):
+    from maitre.exceptions import UserError
+
+    config = UpstreamConfig(
+        url="https://r.test/mcp",
+        auth="client_credentials",
+        client_id="svc",
+        client_secret="${REPORTS_SECRET}",
+        issuer="https://as.test",
+    )
+    monkeypatch.delenv("REPORTS_SECRET", raising=False)
+    with pytest.raises(UserError, match="REPORTS_SECRET, which is not set"):
+        upstream_auth("reports", config)
+    monkeypatch.setenv("REPORTS_SECRET", "from-the-env$x")
+    auth = upstream_auth("reports", config)
+    assert auth._fixed_client_info.client_secret == "from-the-env$x"  # type: ignore[union-attr]
+
+
 def _cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toml: str) -> None:
     monkeypatch.delenv("MAITRE_CONFIG", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))

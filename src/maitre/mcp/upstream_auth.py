@@ -160,6 +160,13 @@ class FileTokenStorage:
     def __init__(self, path: str | os.PathLike[str], *, resource: str) -> None:
         self.path = Path(path)
         self.resource = resource
+        self._told: set[str] = set()
+
+    def _refuse(self, why: str, level: int = logging.WARNING) -> dict[str, Any]:
+        if why not in self._told:  # once per reason, not at every read
+            self._told.add(why)
+            logger.log(level, "not using %s: %s", self.path, why)
+        return {}
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -167,21 +174,15 @@ class FileTokenStorage:
         except FileNotFoundError:
             return {}
         if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            logger.warning(
-                "not using %s: others may read or write it (delete it and log in again)", self.path
-            )
-            return {}
+            return self._refuse("others may read or write it (delete it and log in again)")
         if hasattr(os, "getuid") and info.st_uid != os.getuid():
-            logger.warning("not using %s: it belongs to another user", self.path)
-            return {}
+            return self._refuse("it belongs to another user")
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            logger.warning("not using %s: it is not a token file", self.path)
-            return {}
+            return self._refuse("it is not a token file")
         if not isinstance(data, dict) or data.get("resource") != self.resource:
-            logger.info("not using %s: it was made for another URL", self.path)
-            return {}
+            return self._refuse("it was made for another URL", logging.INFO)
         return data
 
     def _update(self, **values: Any) -> None:
@@ -652,6 +653,9 @@ def upstream_auth(
     if config.url is None:
         raise UserError(f"[mcp.upstreams.{name}] auth = {config.auth!r} needs a url (stdio has no OAuth)")
     secret = os.path.expandvars(config.client_secret) if config.client_secret is not None else None
+    unset = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", config.client_secret or "")
+    if unset is not None and unset.group(1) not in os.environ:
+        raise UserError(f"[mcp.upstreams.{name}] client_secret names ${unset.group(1)}, which is not set")
     if config.auth == "client_credentials":
         assert config.client_id is not None  # the schema requires it
         key = None
