@@ -36,7 +36,7 @@ from .shape import shape_error, shape_output
 if TYPE_CHECKING:
     from .pipeline import Gate
 
-__all__ = ["RECORD_GRACE_S", "AuditRecorder", "completing_recorder", "record_interrupted"]
+__all__ = ["AuditRecorder", "RECORD_GRACE_S", "completing_recorder", "record_interrupted"]
 
 logger = logging.getLogger("maitre.gate")
 
