@@ -68,6 +68,7 @@ TEMPORARY_UNAVAILABLE (retryable).
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import shlex
@@ -535,6 +536,12 @@ class McpUpstream:
             if cursor is None:
                 break
         return tools
+
+    def definition(self, name: str) -> dict[str, Any] | None:
+        """The wire definition the upstream tool `name` was admitted with (its pin, which every call is
+        held to), as the server sent it; None if it was not admitted or was withdrawn since."""
+        held = self._admitted.get(name)
+        return copy.deepcopy(held) if held is not None and name not in self._withdrawn else None
 
     async def definitions(self) -> list[dict[str, Any]]:
         """The upstream's tool definitions, wire-shaped (camelCase), in the server's order."""
