@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -130,6 +131,34 @@ async def test_sampling_and_roots_asked_together_are_both_answered(probe_url):
         assert await call(upstream, "summarize") == "a summary | ['file:///work']"
     finally:
         await upstream.aclose()
+
+
+async def test_a_2025_callback_sees_the_context_of_its_own_call_never_the_sessions_opener(probe_url):
+    """The session outlives the call that opened it, and its task starts with an empty context: a
+    question asked during bob's call is answered in bob's context (the SDK carries the POST's), and
+    nothing of alice, whose call opened the session, reaches it."""
+    caller: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="(nobody)")
+    seen: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(caller.get())
+        return types.ElicitResult(action="accept", content={"confirmed": True})
+
+    upstream = upstream_for(probe_url, mode="legacy", elicitation_callback=elicit)
+    try:
+        token = caller.set("alice")
+        try:
+            await call(upstream, "pid")  # alice's call opens the session
+        finally:
+            caller.reset(token)
+        token = caller.set("bob")
+        try:
+            await call(upstream, "ship")
+        finally:
+            caller.reset(token)
+    finally:
+        await upstream.aclose()
+    assert seen == ["bob"]
 
 
 # -- nobody to answer ------------------------------------------------------------------------------

@@ -351,6 +351,28 @@ async def test_a_stdio_server_that_died_is_replaced_before_the_next_call(probe_f
         assert "probe.pid" in upstream._box.names()  # type: ignore[union-attr]  # re-listed, not withdrawn
 
 
+async def test_a_call_in_flight_when_the_server_dies_is_unavailable_and_not_sent_again(probe_file):
+    """It may have run: TEMPORARY_UNAVAILABLE (retryable, for the gate's idempotent retry), never a
+    silent second send; the call after it gets a new server."""
+    async with McpUpstream(stdio_params(probe_file), namespace="probe", scan="off") as upstream:
+        pid = await call(upstream, "pid", {})
+        failure: list[BaseException] = []
+
+        async def slow() -> None:
+            try:
+                await upstream.call("slow", {"delay": 5})
+            except Exception as exc:
+                failure.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow)
+            await anyio.sleep(0.3)
+            os.kill(pid, signal.SIGKILL)
+        (error,) = failure
+        assert error.code == "TEMPORARY_UNAVAILABLE" and error.retryable  # type: ignore[attr-defined]
+        assert await call(upstream, "pid", {}) != pid and upstream.pool.opened == 2
+
+
 async def test_a_session_the_http_server_forgot_is_reopened_and_the_call_sent_once_more(probe_module):
     """2025-11-25: the server restarts (its sessions are gone, so the old id answers 404); the call
     is refused unrun, and the client opens a new session and sends it again, once."""

@@ -274,8 +274,8 @@ class McpUpstream:
         health_check_idle_s: a session unused this long is checked before it is used again.
         backoff: how long opening waits after failures (`Backoff()`: 0.25 s doubling to 30 s).
         max_sessions: how many credentials may hold an open session at once.
-        share_sessions: False opens (and closes) a session for every call, as before sessions
-            were kept; for comparisons only.
+        share_sessions: False opens a session for every call (and lists the tools on it, so the
+            `Mcp-Param-*` headers stay right), closing it after; for comparisons only.
     """
 
     def __init__(
@@ -480,16 +480,20 @@ class McpUpstream:
             self._stale = True
             logger.warning("MCP upstream %s: re-check failed (%s)", self.namespace, type(exc).__name__)
 
-    async def recheck(self, client: Client | None = None) -> list[str]:
+    async def recheck(self, client: Client | None = None, *, if_due: bool = False) -> list[str]:
         """Compare what the upstream offers now with what was admitted; withdraw what drifted.
 
+        With `if_due`, nothing is listed when another look finished while this one waited (many
+        calls finding the last look too old make one listing, not one each).
         Returns the upstream names withdrawn by this check.
         """
         if client is None:
             # Outside the lock: a session opened for this look lists the tools itself (`_on_open`).
             async with self.session() as own:
-                return await self.recheck(own)
+                return await self.recheck(own, if_due=if_due)
         async with self._recheck_lock:
+            if if_due and not self._due():
+                return []
             offered = await self._list(client)
             self._checked_at = time.monotonic()
             self._stale = False
@@ -671,7 +675,7 @@ class McpUpstream:
             try:
                 async with self.session(credential) as client:
                     if self._due():
-                        await self.recheck(client)
+                        await self.recheck(client, if_due=True)
                     if name not in self._withdrawn:
                         result = await self._call_on(client, name, arguments, meta)
                 break
