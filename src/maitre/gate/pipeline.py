@@ -418,6 +418,20 @@ class Gate:
                     error = await outcome if wait else outcome
                     if error is not None:
                         break
+        return await self._finish(ctx, error, settlers)
+
+    async def _finish(
+        self,
+        ctx: CallContext,
+        error: ToolError | None,
+        settlers: Sequence[tuple[Callable[..., Any], bool]],
+        *,
+        contained: bool = False,
+    ) -> ToolResult:
+        """The end of every call: shape the output (or the error), run the plan's settle steps (the
+        idempotency key completed, released or marked uncertain) and taint the run after an
+        untrusted result. `contained` (a write finished after its caller was cancelled: nobody
+        reads the result) logs a failing settle step and goes on to the next."""
         result: ToolResult | None = None
         if error is None:
             shaped = await shape_output(ctx)
@@ -434,9 +448,14 @@ class Gate:
         assert result is not None
         result.approval = ctx.ticket
         for settle, wait in settlers:
-            settled = settle(ctx, result)
-            if wait:
-                await settled
+            try:
+                settled = settle(ctx, result)
+                if wait:
+                    await settled
+            except Exception:
+                if not contained:
+                    raise
+                logger.exception("settling call %s after its caller was cancelled failed", ctx.call.id)
         if (ctx.executed or ctx.replayed) and ctx.tool is not None and ctx.tool.trust is Trust.UNTRUSTED:
             self._taint(ctx)
         return result

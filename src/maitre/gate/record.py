@@ -27,11 +27,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..audit import AuditEntry, digest, redact
 from ..audit.canonical import canonical_json
-from ..types import ToolError, ToolResult, Trust
+from ..types import ToolError, ToolResult
 from .base import CallContext, Decision
 from .hashing import sha256_text, validated_text
-from .loop_guard import note_outcome
-from .shape import shape_error, shape_output
 
 if TYPE_CHECKING:
     from .pipeline import Gate
@@ -138,29 +136,8 @@ async def record_interrupted(ctx: CallContext, error: ToolError | None) -> None:
     tool = ctx.tool
     assert tool is not None
     gate = ctx.gate
-    result: ToolResult | None = None
-    if error is None:
-        shaped = await shape_output(ctx)
-        if isinstance(shaped, ToolError):
-            error = shaped
-        else:
-            result = shaped
-    error = note_outcome(ctx, error)
-    if error is not None:
-        ctx.error = error
-        result = shape_error(ctx, error)
-    assert result is not None
-    result.approval = ctx.ticket
     settlers = gate.plan(tool).settlers if gate._planned is not None else gate._settlers
-    for settle, wait in settlers:
-        try:
-            settled = settle(ctx, result)
-            if wait:
-                await settled
-        except Exception:
-            logger.exception("settling call %s after its caller was cancelled failed", ctx.call.id)
-    if (ctx.executed or ctx.replayed) and tool.trust is Trust.UNTRUSTED:
-        gate._taint(ctx)
+    result = await gate._finish(ctx, error, settlers, contained=True)
     for recorder in gate.recorders:
         try:
             await recorder(ctx, result)
