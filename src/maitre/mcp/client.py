@@ -390,7 +390,8 @@ class McpUpstream:
     @asynccontextmanager
     async def session(self, credential: UpstreamCredential | None = None) -> AsyncIterator[Client]:
         """A connected client: the shared session for `credential` (opened if needed)."""
-        await self._check_target()
+        if not self.pool.is_open(credential):
+            await self._check_target()  # before opening; an open session's requests are checked by the hook
         async with self.pool.client(credential) as client:
             yield client
 

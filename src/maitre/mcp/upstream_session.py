@@ -466,6 +466,13 @@ class SessionPool:
             if victim is not None:
                 self._retire(victim)
 
+    def is_open(self, credential: UpstreamCredential | None = None) -> bool:
+        """Whether `credential` has a usable session now (in this event loop)."""
+        if self._token != anyio.lowlevel.current_token():
+            return False
+        slot = self._slots.get(credential.key if credential is not None else "")
+        return slot is not None and slot.session is not None and slot.session.usable
+
     def sessions(self) -> list[UpstreamSession]:
         """The sessions open now (for tests and metrics)."""
         return [s.session for s in self._slots.values() if s.session is not None and s.session.usable]
