@@ -20,9 +20,9 @@ such a schema into the 2020-12 schema that means the same thing, so one validato
 
 Every `$ref` is rewritten to point at the same place in the new schema. A schema without
 `$schema` that is valid 2020-12 is left exactly as it is (the conformance suite checks that a client
-preserves `$schema`, `$defs`, `$anchor`, `allOf`, `if`/`then`/`else`); one that is not is read as
-the earlier draft whose meta-schema it satisfies. Keywords a draft does not define are kept, so
-2020-12 reads them. The input is never changed: an imported tool's pin is the definition as sent.
+preserves `$schema`, `$defs`, `$anchor`, `allOf`, `if`/`then`/`else`); one that uses a form
+only an earlier draft has (a boolean bound: draft-04; array `items`: draft-07) is read as that
+draft. Keywords a draft does not define are kept, so 2020-12 reads them. The input is never changed: an imported tool's pin is the definition as sent.
 
 `schema_validator` builds the validator with a registry that never fetches: a `$ref` to a network
 URI is not dereferenced (MCP: MUST NOT), and a schema whose `$ref` does not resolve inside itself
@@ -136,30 +136,19 @@ _LEGACY_KEYWORDS = frozenset(
 
 
 def schema_dialect(schema: Mapping[str, Any]) -> Dialect:
-    """The dialect `schema` is read in: the one `$schema` names, or 2020-12, or the earlier draft
-    whose meta-schema an undeclared schema satisfies when it is not valid 2020-12.
+    """The dialect `schema` is read in: the one `$schema` names, else 2020-12 (MCP's default) unless
+    the schema uses a form only an earlier draft has - boolean `exclusiveMinimum`/`exclusiveMaximum`
+    (draft-04) or array-form `items` (draft-07) - which 2020-12 would refuse as invalid.
 
     Raises ToolDefinitionError for a dialect maitre does not read (draft-03, an unknown URI).
     """
-    from jsonschema import Draft4Validator, Draft7Validator, Draft202012Validator
-
     declared = schema.get("$schema")
     if declared is not None:
         return _declared(declared)
-    for cls, dialect in (
-        (Draft202012Validator, "2020-12"),
-        (Draft7Validator, "draft-07"),
-        (Draft4Validator, "draft-04"),
-    ):
-        meta = cls(cls.META_SCHEMA, format_checker=cls.FORMAT_CHECKER)
-        try:
-            if meta.is_valid(schema):
-                return dialect  # type: ignore[return-value]
-        except RecursionError:
-            break
-    # Valid under none: read it as the draft its forms belong to; the 2020-12 check of the result
-    # then names what is wrong.
-    return "draft-04" if _has_boolean_bounds(schema, 0) else "draft-07"
+    forms = _legacy_forms(schema)
+    if "boolean bound" in forms:
+        return "draft-04"
+    return "draft-07" if forms else "2020-12"
 
 
 def _declared(uri: Any) -> Dialect:
@@ -202,16 +191,22 @@ def _canonical_uri(uri: str) -> str:
     return f"{scheme}://json-schema.org{path}"
 
 
-def _has_boolean_bounds(node: Any, depth: int) -> bool:
-    if depth > MAX_SCHEMA_DEPTH:
-        return False
-    if isinstance(node, Mapping):
+def _legacy_forms(schema: Mapping[str, Any]) -> set[str]:
+    """Which pre-2019 forms appear at schema positions (iteratively: depth is checked later)."""
+    found: set[str] = set()
+    stack: list[Any] = [schema]
+    seen = 0
+    while stack and seen <= MAX_SCHEMA_NODES:
+        node = stack.pop()
+        seen += 1
+        if not isinstance(node, Mapping):
+            continue
         if isinstance(node.get("exclusiveMinimum"), bool) or isinstance(node.get("exclusiveMaximum"), bool):
-            return True
-        return any(_has_boolean_bounds(value, depth + 1) for value in node.values())
-    if isinstance(node, list):
-        return any(_has_boolean_bounds(value, depth + 1) for value in node)
-    return False
+            found.add("boolean bound")
+        if isinstance(node.get("items"), list):
+            found.add("array items")
+        stack.extend(_subschemas(node))
+    return found
 
 
 def normalise_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -481,7 +476,7 @@ class _Normaliser:
                 cur, i = _index_of(cur[key], name), i + 2
             elif key == "additionalItems" and isinstance(cur.get("items"), list):
                 out.append("items")
-                cur, i = cur[key], i + 1
+                cur, i = cur.get(key), i + 1
             elif key in _SINGLE or key == "items":
                 out.append(raw[i])
                 cur, i = cur.get(key), i + 1
