@@ -297,6 +297,16 @@ def describe(scratch: Path, server: Server) -> tuple[dict[str, Any], list[str]]:
     return entry, command + [a.replace("{scratch}", str(scratch)) for a in server.args]
 
 
+def _interpreter(name: str) -> str:
+    """`name` if it runs here (a pyenv shim may exist without that version), else this Python."""
+    try:
+        subprocess.run([name, "-c", "pass"], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        print(f"{name} is not available; using {sys.executable}", file=sys.stderr)
+        return sys.executable
+    return name
+
+
 def install(scratch: Path, only: set[str]) -> None:
     npm = os.environ | {
         "PATH": f"{NODE_BIN}:{os.environ['PATH']}",
@@ -314,7 +324,7 @@ def install(scratch: Path, only: set[str]) -> None:
             ok = subprocess.run([*cmd, server.package], env=npm, check=False).returncode == 0
         else:
             venv = scratch / "py" / server.package
-            subprocess.run([server.python, "-m", "venv", str(venv)], check=True)
+            subprocess.run([_interpreter(server.python), "-m", "venv", str(venv)], check=True)
             pip = [str(venv / "bin/python"), "-m", "pip", "install", "-q", server.package, *server.extra]
             ok = subprocess.run(pip, check=False).returncode == 0
         print(("installed " if ok else "FAILED    ") + server.package, file=sys.stderr)
