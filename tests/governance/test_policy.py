@@ -1,7 +1,5 @@
 """Policy: the risk matrix, scopes, ownership and taint decide before anything runs."""
 
-import time
-
 import pytest
 
 from maitre import Principal, ToolCall
@@ -26,18 +24,18 @@ async def test_read_low_is_allowed_and_audited(shop, stores, alice):
     ]
 
 
-async def test_a_cross_tenant_resource_is_denied_fast_with_no_hint(shop, stores, alice):
+async def test_a_cross_tenant_resource_is_denied_before_it_runs_with_no_hint(shop, stores, alice):
+    """Denied by the ownership check (never run, not retryable), in the same words as a missing one.
+    Speed is measured in benchmarks/, not asserted here."""
     gate = make_gate(shop, stores)
-    start = time.perf_counter()
     foreign = await gate.call(call("shop.get_order", {"order_id": "ORD-00000002"}), alice)
-    elapsed = time.perf_counter() - start
     missing = await gate.call(call("shop.get_order", {"order_id": "ORD-99999999"}), alice)
     assert foreign.error.code == "PERMISSION_DENIED" and not foreign.error.retryable
     assert foreign.content == missing.content  # the same words whether it exists elsewhere or not
     assert "globex" not in foreign.content and "ORD-00000002" not in foreign.content
-    assert elapsed < 0.05
     entries = await stores.audit.entries()
     assert entries[0].decision == "deny" and entries[0].detail == "ownership"
+    assert "executed" not in {e.decision for e in entries}
 
 
 async def test_missing_scopes_are_denied(shop, stores, alice):
