@@ -31,12 +31,13 @@ from .._extras import MissingExtraError, missing_modules
 if TYPE_CHECKING:
     from .app import MCPApp
     from .auth import JWTVerifier, StaticTokens
-    from .client import McpUpstream, toolbox_from_mcp
+    from .client import McpUpstream, aclose_upstreams, toolbox_from_mcp
     from .context import McpCallContext, current_call
     from .pinning import Lockfile
     from .scanner import scan_servers
     from .server import GovernedServer, ServerOptions, build_server
     from .transports import http_app, running_http, serve_http, serve_stdio
+    from .upstream_session import UpstreamCredential
 
 __all__ = [
     "GovernedServer",
@@ -47,6 +48,8 @@ __all__ = [
     "McpUpstream",
     "ServerOptions",
     "StaticTokens",
+    "UpstreamCredential",
+    "aclose_upstreams",
     "build_server",
     "current_call",
     "http_app",
@@ -66,6 +69,8 @@ _LAZY = {
     "McpUpstream": "client",
     "ServerOptions": "server",
     "StaticTokens": "auth",
+    "UpstreamCredential": "upstream_session",
+    "aclose_upstreams": "client",
     "build_server": "server",
     "current_call": "context",
     "http_app": "transports",
