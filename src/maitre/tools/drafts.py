@@ -18,11 +18,13 @@ such a schema into the 2020-12 schema that means the same thing, so one validato
 - OpenAPI 3.0 `nullable: true` (in a schema that declares no dialect, or draft-04) adds `"null"`
   to `type`.
 
-Every `$ref` is rewritten to point at the same place in the new schema. A schema without
-`$schema` that is valid 2020-12 is left exactly as it is (the conformance suite checks that a client
-preserves `$schema`, `$defs`, `$anchor`, `allOf`, `if`/`then`/`else`); one that uses a form
-only an earlier draft has (a boolean bound: draft-04; array `items`: draft-07) is read as that
-draft. Keywords a draft does not define are kept, so 2020-12 reads them. The input is never changed: an imported tool's pin is the definition as sent.
+Every `$ref` is rewritten to point at the same place in the new schema. A schema that uses none
+of these forms is left exactly as it is (the conformance suite checks that a client preserves
+`$schema`, `$defs`, `$anchor`, `allOf`, `if`/`then`/`else`). A schema without `$schema` is
+2020-12 unless it uses a form only an earlier draft has (a boolean bound: draft-04; array
+`items`: draft-07). Keywords a draft does not define are kept, so 2020-12 reads them; a `$schema`
+below the root is dropped (the root's dialect is the document's). The input is never changed: an
+imported tool's pin is the definition as sent.
 
 `schema_validator` builds the validator with a registry that never fetches: a `$ref` to a network
 URI is not dereferenced (MCP: MUST NOT), and a schema whose `$ref` does not resolve inside itself

@@ -258,10 +258,10 @@ class Tool:
 
         With `namespace`, `name` is the tool's name on its server: it is kept as `upstream_name`
         and the canonical name is `namespace.` + `base_name_for(name)`, so `repo::search` or
-        `files/read` becomes a valid, stable name (`github.repo_search-1b2c3d4e`) while calls still
+        `files/read` becomes a valid, stable name (`github.repo_search-b5df18ba`) while calls still
         send the server's spelling. Without it, `name` is the canonical name and must be valid.
         """
-        if input_schema is None:
+        if not input_schema:  # None or {}: no arguments described, as before
             input_schema = {"type": "object"}
         label = name if namespace is None else f"{namespace}.{name}"
         try:
