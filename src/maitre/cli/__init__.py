@@ -22,6 +22,7 @@ from ..mcp.serve import serve_command
 from . import config_cmds, console_cmds, governance, memory, runs, tools_cmds
 from .app import App, use_config
 from .demo import demo_command
+from .gateway_cmds import gateway_command
 from .mcp_cmds import mcp_app
 
 __all__ = ["app", "main", "version"]
@@ -40,6 +41,7 @@ app.add_typer(config_cmds.app, name="config")
 app.add_typer(console_cmds.app, name="console")
 app.command("serve")(serve_command)
 app.command("demo")(demo_command)
+app.command("gateway")(gateway_command)
 
 
 def version() -> str:

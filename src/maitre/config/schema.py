@@ -64,6 +64,7 @@ __all__ = [
     "AuthConfig",
     "BudgetsConfig",
     "ConsoleConfig",
+    "GatewayConfig",
     "JWT_ALGORITHMS",
     "MaitreConfig",
     "McpConfig",
@@ -490,6 +491,27 @@ class McpConfig(_Section):
     """Upstream servers by namespace."""
 
 
+class GatewayConfig(_Section):
+    """`maitre gateway`: every `[mcp.upstreams.NAME]` behind one governed endpoint (each flag
+    overrides its key; the stores and JWT checks come from `[stores]` and `[auth]`)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8100, ge=1, le=65535)
+    path: str = "/mcp"
+    trust_annotations: list[str] = Field(default_factory=list)
+    """Upstreams whose MCP annotations may lower policy (`readOnlyHint` → a read without approval);
+    the others' tools are all destructive and high risk, whatever they claim."""
+    retry_max_s: float = Field(default=30.0, gt=0)
+    """The longest wait between attempts to reach an upstream that is down (the wait doubles)."""
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"path must start with '/', e.g. '/{value}'")
+        return value
+
+
 class MaitreConfig(_Section):
     """The whole file. Every section is optional; a missing one takes its defaults."""
 
@@ -503,6 +525,7 @@ class MaitreConfig(_Section):
     tracing: TracingConfig = Field(default_factory=TracingConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
 
     @field_validator("stores", mode="before")
     @classmethod

@@ -31,7 +31,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from ..stores import Stores
     from .server import GovernedServer
 
-__all__ = ["ServeError", "ServePlan", "load_app", "plan_serve", "serve_command"]
+__all__ = ["ServeError", "ServePlan", "load_app", "plan_serve", "run_plan", "serve_command"]
 
 err = Console(stderr=True)
 logger = logging.getLogger("maitre.mcp.serve")
@@ -122,6 +122,8 @@ class ServePlan:
     otlp: str | None = None
     settings: Settings | None = None
     """The configuration file's settings (policy, budgets, approvals, audit)."""
+    name: str | None = None
+    """The served app's name for a Toolbox target (default: its namespace, else "maitre")."""
 
 
 def plan_serve(settings: Settings, **flags: Any) -> ServePlan:
@@ -403,7 +405,8 @@ def _governed(loaded: Any, stores: Stores | None, plan: ServePlan) -> GovernedSe
             )
         return loaded
     if isinstance(loaded, Toolbox):
-        app = MCPApp(loaded, name=loaded.namespace or "maitre", gate=_gate_for(loaded, stores, plan))
+        name = plan.name or loaded.namespace or "maitre"
+        app = MCPApp(loaded, name=name, gate=_gate_for(loaded, stores, plan))
     else:
         app = loaded
         if stores is not None:
@@ -577,13 +580,7 @@ def serve_command(
 
         plan = plan_serve(load_settings(), **flags)
         _require_extras()
-        verifier = _verifier(plan)
-        _configure_tracing(plan.otlp)
-        loaded = _target(plan.target)
-        if plan.transport == "http":
-            _check_bind(plan.host, plan.port)
-        with _stop_on_sigterm():
-            anyio.run(_serve, plan, loaded, verifier)
+        run_plan(plan, lambda: _target(plan.target))
     except MissingExtraError as exc:
         _fail(str(exc), 1)
     except UserError as exc:
@@ -597,6 +594,35 @@ def serve_command(
         if other is not None:
             raise
         raise typer.Exit(0) from None
+
+
+def run_plan(
+    plan: ServePlan,
+    load: Callable[[], Any],
+    *,
+    around: Callable[[], contextlib.AbstractAsyncContextManager[Any]] | None = None,
+) -> None:
+    """Check the plan's JWT settings, tracing, target (`load()`) and address, then serve it until stopped.
+
+    `around`, when given, is entered inside the event loop before serving and left after it (what
+    must live as long as the server, such as the gateway's upstream sessions). Raises `UserError`,
+    `ServeError` or `MissingExtraError` for one line; Ctrl-C and SIGTERM raise KeyboardInterrupt.
+    """
+    verifier = _verifier(plan)
+    _configure_tracing(plan.otlp)
+    loaded = load()
+    if plan.transport == "http":
+        _check_bind(plan.host, plan.port)
+
+    async def main() -> None:
+        if around is None:
+            await _serve(plan, loaded, verifier)
+            return
+        async with around():
+            await _serve(plan, loaded, verifier)
+
+    with _stop_on_sigterm():
+        anyio.run(main)
 
 
 @contextlib.contextmanager

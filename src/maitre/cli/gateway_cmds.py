@@ -1,0 +1,113 @@
+"""`maitre gateway`: every configured upstream MCP server behind one governed endpoint.
+
+The upstreams are the `[mcp.upstreams.NAME]` sections (NAME is the namespace of its tools), held
+to the pins of `[mcp] lockfile` (`maitre mcp pin --namespace NAME` writes them) and served over
+Streamable HTTP through one gate (`maitre.mcp.gateway.Gateway`, `maitre.mcp.serve.run_plan`):
+the stores come from `--stores` or `[stores]`, JWT checks from `[auth]`, policy, budgets,
+approvals and audit from their sections; `[gateway]` gives host, port, path, trust_annotations
+and retry_max_s. An upstream that is down at start does not stop the gateway: it is reported and
+tried again in the background.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from .app import settings, use_config
+from .errors import CommandError
+from .mcp_cmds import _resolved
+
+if TYPE_CHECKING:
+    from ..mcp.pinning import Lockfile
+
+__all__ = ["gateway_command"]
+
+
+def gateway_command(
+    config: Annotated[
+        Path | None, typer.Option("--config", help="The configuration file (default: maitre.toml, searched)")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="HTTP bind address  [default: 127.0.0.1]")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="HTTP port  [default: 8100]")] = None,
+    path: Annotated[str | None, typer.Option(help="HTTP endpoint path  [default: /mcp]")] = None,
+    stores: Annotated[
+        str | None,
+        typer.Option(help="Keep approvals, idempotency and audit here (a SQLite file or postgresql://...)"),
+    ] = None,
+) -> None:
+    """Serve every [mcp.upstreams.NAME] server's pinned tools on one endpoint, each call through the gate."""
+    from .._extras import MissingExtraError, require
+    from ..mcp.serve import ServeError, plan_serve, run_plan
+
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    if config is not None:
+        if not config.is_file():
+            raise CommandError(f"--config {config}: no such file", code=2)
+        use_config(config)
+    require("mcp", "maitre gateway")
+    loaded = settings()
+    file = loaded.config
+    if not file.mcp.upstreams:
+        raise CommandError(
+            "no upstreams: configure at least one [mcp.upstreams.NAME] (url or command) in maitre.toml",
+            code=2,
+        )
+    lock = _lockfile()
+    gateway_config = file.gateway
+    plan = plan_serve(
+        loaded,
+        target="gateway",
+        transport="http",
+        host=host if host is not None else gateway_config.host,
+        port=port if port is not None else gateway_config.port,
+        path=path if path is not None else gateway_config.path,
+        stores=stores,
+    )
+    plan.name = "maitre-gateway"
+    upstreams = {name: _resolved(upstream) for name, upstream in file.mcp.upstreams.items()}
+
+    from ..mcp.gateway import Gateway
+
+    gateway = Gateway(
+        upstreams,
+        lockfile=lock,
+        trust_annotations=gateway_config.trust_annotations,
+        retry_max_s=gateway_config.retry_max_s,
+    )
+    try:
+        run_plan(plan, lambda: gateway.toolbox, around=lambda: gateway)
+    except MissingExtraError as exc:
+        raise CommandError(str(exc)) from None
+    except ServeError as exc:
+        raise CommandError(str(exc)) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
+    except BaseExceptionGroup as group:  # the stop signal, raised inside the server's task groups
+        _, other = group.split(KeyboardInterrupt)
+        if other is not None:
+            raise
+        raise typer.Exit(0) from None
+
+
+def _lockfile() -> Lockfile:
+    from ..mcp.pinning import Lockfile
+
+    config = settings()
+    chosen = config.path_of(config.config.mcp.lockfile)
+    if not chosen.is_file():
+        raise CommandError(
+            f"no lockfile at {chosen}: pin each upstream first (maitre mcp pin --namespace NAME); "
+            "the gateway serves pinned tools only",
+            code=2,
+        )
+    try:
+        return Lockfile.load(chosen)
+    except ValueError as exc:
+        raise CommandError(f"{chosen}: not a lockfile ({exc}); pin again into a new file", code=2) from None

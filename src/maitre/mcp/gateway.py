@@ -1,0 +1,199 @@
+"""`Gateway`: many upstream MCP servers behind one governed endpoint (`maitre gateway`).
+
+Every upstream of the configuration (`[mcp.upstreams.NAME]`; NAME is its namespace) is imported
+into ONE `Toolbox` with `McpUpstream`: namespaced (`NAME.tool`), untrusted, held to its pins in the
+lockfile (`[mcp] lockfile`; a tool not pinned as offered stays out) and scanned with
+`scan="block"` (a high-severity finding, including a name that shadows another upstream's, keeps
+a tool out). Annotations lower policy only for the upstreams `trust_annotations` names; every
+other tool is destructive and high risk whatever it claims. The toolbox is then served through
+one gate, over the configured stores, by the same machinery as `maitre serve`
+(`serve.run_plan`), so policy, approvals, budgets, idempotency and audit apply to every call.
+
+Sessions are long-lived: each upstream is held open (`async with McpUpstream`) by a task of its
+own for as long as the gateway runs, watching for drift (list_changed, periodic re-checks).
+
+One upstream does not stop the others:
+
+- **Down at start.** It is reported on stderr, its tools are absent, and it is tried again in the
+  background, waiting 0.5 s, then twice as long each time up to `retry_max_s`. When it answers,
+  its tools are added to the toolbox; the served toolbox tells the server, which tells
+  `subscriptions/listen` streams (2026-07-28) that the tool list changed.
+- **Down mid-run.** Only calls to its own tools fail (TEMPORARY_UNAVAILABLE, retryable); its
+  session is reopened by a later call once it is back. If the held session itself ends with an
+  error, its tools are taken out and it is retried as at start.
+
+No token passthrough: an upstream receives only its own configured headers and OAuth credential
+(`maitre.mcp.upstream_auth`), never the caller's bearer token (the gate hands the tool handler the
+validated arguments only).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+
+from ..tools import Toolbox
+
+if TYPE_CHECKING:
+    from ..config.schema import UpstreamConfig
+    from .client import McpUpstream
+    from .pinning import Lockfile
+
+__all__ = ["Gateway"]
+
+logger = logging.getLogger("maitre.mcp.gateway")
+
+RETRY_FIRST_S = 0.5
+"""How long the gateway waits before trying an unreachable upstream again the first time."""
+
+
+class Gateway:
+    """The upstreams of `upstreams` (namespace → `UpstreamConfig`) imported into `self.toolbox`.
+
+    `async with Gateway(...)` connects to each (concurrently; it returns once each has answered or
+    failed its first attempt) and keeps them open until the block ends. `status[name]` says where
+    each upstream is: "connecting", "up" or "down: <why>".
+
+    Args:
+        upstreams: the `[mcp.upstreams.NAME]` sections; a `private_key_file` must already be
+            resolved against the configuration file's folder.
+        lockfile: the pins every upstream's tools are held to.
+        trust_annotations: namespaces whose annotations may lower policy.
+        retry_max_s: the longest wait between two attempts to reach an upstream that is down.
+        timeout_s: how long one attempt (and one upstream request) may take.
+        token_dir: where OAuth tokens are cached (default: `upstream_auth`'s).
+    """
+
+    def __init__(
+        self,
+        upstreams: Mapping[str, UpstreamConfig],
+        *,
+        lockfile: Lockfile,
+        trust_annotations: Iterable[str] = (),
+        retry_max_s: float = 30.0,
+        timeout_s: float = 30.0,
+        token_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.configs = dict(upstreams)
+        self.lockfile = lockfile
+        self.trust_annotations = frozenset(trust_annotations)
+        unknown = sorted(self.trust_annotations - set(self.configs))
+        if unknown:
+            from ..exceptions import UserError
+
+            raise UserError(
+                f"trust_annotations names {', '.join(unknown)}, which no [mcp.upstreams] section is"
+            )
+        self.retry_max_s = retry_max_s
+        self.timeout_s = timeout_s
+        self.token_dir = token_dir
+        self.toolbox = Toolbox()
+        self.status: dict[str, str] = dict.fromkeys(self.configs, "connecting")
+        self.upstreams: dict[str, McpUpstream] = {}
+        """The upstreams that are up now, by namespace."""
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Gateway:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        first = {name: anyio.Event() for name in self.configs}
+        for name in self.configs:
+            tg.start_soon(self._keep, name, first[name])
+        try:
+            for event in first.values():
+                await event.wait()
+        except BaseException as exc:
+            tg.cancel_scope.cancel()
+            await tg.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        tg, self._tg = self._tg, None
+        if tg is not None:
+            tg.cancel_scope.cancel()
+            await tg.__aexit__(None, None, None)
+
+    # -- one upstream ---------------------------------------------------------------------------
+
+    def _upstream(self, name: str) -> McpUpstream:
+        from .client import McpUpstream
+
+        config = self.configs[name]
+        auth = None
+        if config.auth != "none":
+            from .upstream_auth import upstream_auth
+
+            auth = upstream_auth(name, config, token_dir=self.token_dir)
+        return McpUpstream(
+            config.target(),
+            namespace=name,
+            lockfile=self.lockfile,
+            headers={key: os.path.expandvars(value) for key, value in config.headers.items()},
+            auth=auth,
+            scan="block",
+            trust_annotations=name in self.trust_annotations,
+            allow_loopback=config.allow_loopback,
+            allowed_hosts=config.allowed_hosts,
+            timeout_s=self.timeout_s,
+        )
+
+    async def _keep(self, name: str, first: anyio.Event) -> None:
+        """Hold `name` open for the gateway's life; while it is down, try again with backoff."""
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                upstream = self._upstream(name)
+                async with upstream:  # an unreachable server fails here, within timeout_s
+                    await upstream.toolbox(into=self.toolbox)
+                    self.upstreams[name] = upstream
+                    self.status[name] = "up"
+                    imported = upstream.report.imported
+                    logger.warning(
+                        "gateway: upstream %s is up with %d tool(s)%s",
+                        name,
+                        len(imported),
+                        "" if imported else f" (none pinned as offered: maitre mcp pin --namespace {name})",
+                    )
+                    first.set()
+                    delay = RETRY_FIRST_S
+                    await anyio.sleep_forever()
+            except Exception as exc:
+                self._down(name, exc, delay)
+            finally:
+                self.upstreams.pop(name, None)
+                self._remove_tools(name)
+            first.set()
+            await anyio.sleep(delay)
+            delay = min(delay * 2, self.retry_max_s)
+
+    def _down(self, name: str, exc: BaseException, delay: float) -> None:
+        why = _reason(exc)
+        self.status[name] = f"down: {why}"
+        logger.warning("gateway: upstream %s is unavailable (%s); trying again in %.1f s", name, why, delay)
+
+    def _remove_tools(self, name: str) -> None:
+        for tool in list(self.toolbox):
+            if tool.namespace == name:
+                self.toolbox.remove(tool.name)
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for why an attempt failed (the innermost exception of a group)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    cause = exc.__cause__ or exc.__context__
+    text = " ".join(str(exc).split())
+    if not text and cause is not None:
+        text = " ".join(str(cause).split())
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
