@@ -109,6 +109,8 @@ from mcp import Client, StdioServerParameters
 
 from ..exceptions import ToolDefinitionError, UserError
 from ..tools import Tool, Toolbox
+from ..tools.drafts import normalise_schema
+from ..tools.tool import base_name_for
 from ..types import ErrorCode, ToolError
 from .approvals import APPROVAL_META_KEY
 from .egress import (
@@ -570,7 +572,9 @@ class McpUpstream:
             peers = dict(self.peers)
             for tool in box:
                 if tool.namespace and tool.namespace != self.namespace:
-                    peers.setdefault(tool.namespace, []).append({"name": tool.base_name})
+                    peers.setdefault(tool.namespace, []).append(
+                        {"name": tool.upstream_name or tool.base_name}
+                    )
             findings = scan_servers({**peers, self.namespace: offered})
             report.findings = [f for f in findings if f.server == self.namespace]
             if self.scan == "block":
@@ -627,10 +631,14 @@ class McpUpstream:
         async def handler(arguments: dict[str, Any]) -> Any:
             return await self.call(name, arguments)
 
+        # Normalised (draft-04/06/07 forms read as 2020-12) before it is closed: closing first would
+        # leave objects inside a draft-07 tuple open. The pin keeps the definition as sent.
+        schema = normalise_schema(dict(definition.get("inputSchema") or {"type": "object"}))
         return Tool.from_schema(
-            name=f"{self.namespace}.{name}",
+            name=name,
+            namespace=self.namespace,
             description=str(definition.get("description") or ""),
-            input_schema=closed_schema(dict(definition.get("inputSchema") or {"type": "object"})),
+            input_schema=closed_schema(schema),
             handler=handler,
             **metadata,
         )
@@ -642,7 +650,8 @@ class McpUpstream:
         if why is not None:
             raise ToolError(
                 "INVALID_STATE",
-                f"{self.namespace}.{name} was withdrawn: its definition on the MCP server changed after "
+                f"{self.namespace}.{base_name_for(name)} was withdrawn: its definition on the MCP server "
+                "changed after "
                 f"it was pinned ({why}). It stays out until someone reviews it and re-pins it "
                 "(`maitre mcp check`, then `maitre mcp pin`).",
                 details={"upstream": self.namespace, "withdrawn": name},
