@@ -34,9 +34,17 @@ def ledger_server(ledger: Path) -> MCPServer:
     return app
 
 
-def web_app(seen: list[dict[str, str]]) -> Any:
-    """The web server over Streamable HTTP, recording the headers of every request in `seen`."""
+def web_app(seen: list[dict[str, str]], *, unpinned: bool = False) -> Any:
+    """The web server over Streamable HTTP, recording the headers of every request in `seen`;
+    with `unpinned`, it also offers a tool nobody pinned."""
     app = MCPServer("web")
+
+    if unpinned:
+
+        @app.tool(annotations=ToolAnnotations(readOnlyHint=True))
+        def purge() -> str:
+            """Purge the cache."""
+            return "purged"
 
     @app.tool(annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False))
     def lookup(query: str) -> str:

@@ -16,8 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import anyio
 import httpx
 import jwt
 import uvicorn
+from mcp.client.subscriptions import ToolsListChanged
 from typer.testing import CliRunner
 
 from maitre import Gate, Principal, Toolbox
@@ -52,12 +53,14 @@ def token(user: str = "alice", tenant: str = "acme") -> str:
 
 
 @contextmanager
-def web_server(port: int, seen: list[dict[str, str]]) -> Iterator[str]:
+def web_server(port: int, seen: list[dict[str, str]], *, unpinned: bool = False) -> Iterator[str]:
     """The web upstream on 127.0.0.1:`port` in a thread of its own, until the block ends."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
-    config = uvicorn.Config(web_app(seen), log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
+    config = uvicorn.Config(
+        web_app(seen, unpinned=unpinned), log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -134,6 +137,20 @@ async def call(url: str, name: str, arguments: dict[str, Any], approval_id: str 
         return await client.call_tool(name, arguments, meta=meta)
 
 
+async def comes_up(url: str, start: Callable[[], object]) -> list[str]:
+    """Listen for tool-list changes, `start()` the upstream, and list the tools once told."""
+    async with (
+        bearer_client(url, token(), mode="2026-07-28") as client,
+        client.listen(tools_list_changed=True) as changes,
+    ):
+        start()
+        with anyio.fail_after(15):
+            async for event in changes:
+                if isinstance(event, ToolsListChanged):
+                    break
+        return sorted(t.name for t in (await client.list_tools()).tools)
+
+
 def error(result: Any) -> dict[str, Any]:
     assert result.is_error, result
     return dict(result.meta["io.maitre/error"])
@@ -199,12 +216,13 @@ retry_max_s = 1.0
         # An unauthenticated caller is refused before any tool.
         assert httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).status_code == 401
 
-        with web_server(web_port, seen):
-            deadline = time.monotonic() + 15
-            while "web.lookup" not in (listed := anyio.run(tools, url)):
-                assert time.monotonic() < deadline, listed
-                time.sleep(0.2)
+        with ExitStack() as web:
+            # It comes up: a client listening (2026-07-28) is told the tool list changed. It now
+            # also offers a tool nobody pinned: that one stays out.
+            up = lambda: web.enter_context(web_server(web_port, seen, unpinned=True))  # noqa: E731
+            listed = anyio.run(comes_up, url, up)
             assert listed == ["ledger.balance", "ledger.refund", "web.lookup"]
+            assert error(anyio.run(call, url, "web.purge", {}))["code"] == "UNKNOWN_TOOL"
 
             # A trusted read runs at once, upstream.
             looked = anyio.run(call, url, "web.lookup", {"query": "gate"})
