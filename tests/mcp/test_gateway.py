@@ -126,8 +126,8 @@ def gateway(config: Path) -> Iterator[tuple[str, list[str]]]:
             proc.wait()
 
 
-async def tools(url: str) -> list[str]:
-    async with bearer_client(url, token(), mode="2026-07-28") as client:
+async def tools(url: str, mode: str = "2026-07-28") -> list[str]:
+    async with bearer_client(url, token(), mode=mode) as client:
         return sorted(t.name for t in (await client.list_tools()).tools)
 
 
@@ -223,6 +223,7 @@ retry_max_s = 1.0
             listed = anyio.run(comes_up, url, up)
             assert listed == ["ledger.balance", "ledger.refund", "web.lookup"]
             assert error(anyio.run(call, url, "web.purge", {}))["code"] == "UNKNOWN_TOOL"
+            assert anyio.run(tools, url, "legacy") == listed  # a 2025-11-25 client sees the same
 
             # A trusted read runs at once, upstream.
             looked = anyio.run(call, url, "web.lookup", {"query": "gate"})
@@ -280,6 +281,13 @@ def test_the_gateway_refuses_to_start_without_upstreams_or_pins(tmp_path: Path) 
     config.write_text('[mcp.upstreams.web]\nurl = "https://mcp.example.com/mcp"\n[gateway]\npath = "mcp"\n')
     bad = runner.invoke(cli_app, ["gateway", "--config", str(config)])
     assert bad.exit_code == 2 and "path must start with '/'" in bad.output
+
+    Lockfile(tmp_path / "maitre.mcp.lock.json").save()
+    config.write_text(
+        '[mcp.upstreams.web]\nurl = "https://mcp.example.com/mcp"\n[gateway]\ntrust_annotations = ["wbe"]\n'
+    )
+    typo = runner.invoke(cli_app, ["gateway", "--config", str(config)])
+    assert typo.exit_code == 2 and "trust_annotations names wbe" in typo.output
 
     missing = runner.invoke(cli_app, ["gateway", "--config", str(tmp_path / "nope.toml")])
     assert missing.exit_code == 2 and "no such file" in missing.output

@@ -158,7 +158,7 @@ class Gateway:
                     self.status[name] = "up"
                     imported = upstream.report.imported
                     logger.warning(
-                        "gateway: upstream %s is up with %d tool(s)%s",
+                        "upstream %s is up with %d tool(s)%s",
                         name,
                         len(imported),
                         "" if imported else f" (none pinned as offered: maitre mcp pin --namespace {name})",
@@ -178,7 +178,7 @@ class Gateway:
     def _down(self, name: str, exc: BaseException, delay: float) -> None:
         why = _reason(exc)
         self.status[name] = f"down: {why}"
-        logger.warning("gateway: upstream %s is unavailable (%s); trying again in %.1f s", name, why, delay)
+        logger.warning("upstream %s is unavailable (%s); trying again in %.1f s", name, why, delay)
 
     def _remove_tools(self, name: str) -> None:
         for tool in list(self.toolbox):
