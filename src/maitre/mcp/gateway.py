@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .client import McpUpstream
     from .pinning import Lockfile
 
-__all__ = ["Gateway"]
+__all__ = ["RETRY_FIRST_S", "Gateway"]
 
 logger = logging.getLogger("maitre.mcp.gateway")
 
