@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .client import McpUpstream
     from .pinning import Lockfile
 
-__all__ = ["RETRY_FIRST_S", "Gateway"]
+__all__ = ["Gateway", "RETRY_FIRST_S"]
 
 logger = logging.getLogger("maitre.mcp.gateway")
 
