@@ -91,7 +91,7 @@ async def test_the_inbox_lists_tool_effect_rule_asker_run_expiry_and_short_argum
     assert f'href="/approvals/{run.pending[0].approval_id}">issue_refund</a>' in cells[0]
     assert "write" in cells[1] and "high" in cells[1]
     assert '<span class="rule">risk-matrix</span>' in cells[2]
-    assert cells[3] == "alice" and cells[4] == run.id
+    assert cells[3] == "alice" and cells[4] == f'<a href="/runs/{run.id}">{run.id}</a>'  # the run, linked
     assert "data-expires=" in cells[5]
     assert (
         cells[6]

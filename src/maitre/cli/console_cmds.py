@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -129,7 +129,11 @@ def _serve(db: str | None, host: str, port: int, resume_agent: str | None, tools
             typer.echo(f"resuming decided runs with {resume_agent}", err=True)
             stop = anyio.Event()
             async with anyio.create_task_group() as group:
-                group.start_soon(ResumeWorker(agent).run_forever, stop)
+
+                def resumed(run: Any) -> None:
+                    typer.echo(f"resumed run {run.id}: {run.status} ({run.stop_reason})", err=True)
+
+                group.start_soon(ResumeWorker(agent, on_resume=resumed).run_forever, stop)
                 try:
                     await uvicorn.Server(served).serve()
                 finally:

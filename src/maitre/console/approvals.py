@@ -161,7 +161,10 @@ def routes(console: Console) -> list[Any]:
             verb = "Approved" if decided.status == "approved" else "Denied"
             text = f"{verb} {decided.tool} as {decided.approver}."
             if approve:
-                text += " The call runs when it is made again with this approval (a paused run resumes then)."
+                text += (
+                    " A paused run resumes as soon as a resume worker (maitre console --resume-agent, maitre runs"
+                    " worker) sees the decision; a call from an MCP client runs when it is made again."
+                )
             return console.message(request, session, account, 200, verb, text, decided.id)
 
         return page

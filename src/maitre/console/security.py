@@ -222,6 +222,11 @@ class SignInThrottle:
     def succeeded(self, account: str, client: str) -> None:
         self._failures.pop((account.casefold(), client), None)
 
+    def wait_text(self) -> str:
+        """How long a blocked person waits at most, in words (the window)."""
+        minutes = max(1, round(self.window_s / 60))
+        return f"{minutes} minute{'' if minutes == 1 else 's'}"
+
     async def admit(self, account: str, client: str) -> bool:
         """Whether a sign-in attempt may be checked at all (False: answer 429)."""
         return not self.blocked(account, client)

@@ -116,7 +116,7 @@ def routes(console: Console, options: SignInOptions | None = None) -> list[Any]:
                 console,
                 request,
                 shown,
-                error="Too many failed attempts; wait a few minutes.",
+                error=f"Too many failed attempts for this account from here; try again in {limiter.wait_text()}.",
                 name=name,
                 status=429,
             )
