@@ -235,7 +235,7 @@ async def test_a_sqlite_file_of_the_previous_schema_gains_the_columns_and_its_ro
     conn = sqlite3.connect(path)
     version = conn.execute("SELECT version FROM maitre_schema WHERE component = 'gate'").fetchone()[0]
     conn.close()
-    assert version == SCHEMA_VERSION == 4
+    assert version == SCHEMA_VERSION == 5
 
 
 def _pg(dsn: str, statements: list[str]) -> list[Any]:

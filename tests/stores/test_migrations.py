@@ -344,10 +344,11 @@ async def test_a_newer_or_foreign_postgres_schema_is_refused_in_one_line(pg_dsn:
     _assert_one_line(error, pg_schema, "not a maitre database", "invoices")
     _pg_exec(pg_dsn, [f"DROP TABLE {q}.invoices"])
     await (await PostgresStores.open(pg_dsn, schema=pg_schema)).close()
-    _pg_exec(pg_dsn, [f"UPDATE {q}.maitre_schema SET version = 5 WHERE component = 'gate'"])
+    newer = SCHEMA_VERSION + 1  # a version this maitre does not know yet
+    _pg_exec(pg_dsn, [f"UPDATE {q}.maitre_schema SET version = {newer} WHERE component = 'gate'"])
     with pytest.raises(StoreError) as error:
         await PostgresStores.open(pg_dsn, schema=pg_schema)
-    _assert_one_line(error, pg_schema, "schema version 5", "upgrade maitre")
+    _assert_one_line(error, pg_schema, f"schema version {newer}", "upgrade maitre")
 
 
 async def test_a_table_first_used_after_open_waits_for_another_writer_instead_of_failing(
@@ -387,5 +388,35 @@ async def test_a_table_first_used_after_open_waits_for_another_writer_instead_of
             "SELECT version FROM maitre_schema WHERE component = 'late_table'"
         ).fetchone() == (1,)
         check.close()
+    finally:
+        await stores.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_one_runs_approvals_and_audit_entries_are_read_by_index(
+    backend: str, tmp_path: Any, request: Any
+) -> None:
+    """Gate schema 5: the resume worker's query (approvals by run) and the run page's (audit entries
+    by run, in seq order) use an index instead of reading every tenant's rows."""
+    if backend == "sqlite":
+        stores = SQLiteStores(str(tmp_path / "indexed.db"))
+        plan = "EXPLAIN QUERY PLAN "
+    else:
+        from maitre.stores.postgres import PostgresStores
+
+        pg_dsn, pg_schema = request.getfixturevalue("pg_dsn"), request.getfixturevalue("pg_schema")
+        stores = await PostgresStores.open(pg_dsn, schema=pg_schema)
+        plan = "EXPLAIN "
+    try:
+        engine = stores.db
+        if backend == "postgres":  # a planner would rather scan a tiny table; tell it not to
+            await engine.execute("SET enable_seqscan = off")
+        for sql, index in [
+            ("SELECT id FROM {s}.approvals WHERE run_id = ?", "approvals_by_run"),
+            ("SELECT seq FROM {s}.audit WHERE run_id = ? AND seq > ? ORDER BY seq", "audit_by_run"),
+        ]:
+            params = ("r1",) if "seq >" not in sql else ("r1", 0)
+            rows = await engine.fetchall(plan + sql, params)
+            assert index in " ".join(str(cell) for row in rows for cell in row), rows
     finally:
         await stores.close()

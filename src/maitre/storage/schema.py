@@ -123,6 +123,11 @@ def _legacy_version(tables: frozenset[str], marker: int) -> int | None:
     return 1 if {"approvals", "idempotency", "audit"} <= tables else None
 
 
+_BY_RUN = (
+    "CREATE INDEX IF NOT EXISTS approvals_by_run ON {s}.approvals (run_id)",
+    "CREATE INDEX IF NOT EXISTS audit_by_run ON {s}.audit (run_id, seq)",
+)
+
 GATE_SCHEMA = Schema(
     component="gate",
     migrations=(
@@ -130,6 +135,8 @@ GATE_SCHEMA = Schema(
         Migration(version=2, add_columns=(_OWNER,)),
         Migration(version=3, upgrade=_MARK_HASH_V1),
         Migration(version=4, add_columns=_APPROVAL_CONTEXT),
+        # one run's approvals (the resume worker's query) and audit entries (the run page)
+        Migration(version=5, statements=_BY_RUN),
     ),
     tables=GATE_TABLES,
     legacy_version=_legacy_version,
