@@ -118,7 +118,7 @@ from .egress import (
     OVERSIZE_MARKER,
     AddressGuard,
     AddressRefused,
-    _hooks,
+    guarded_http_transport,
 )
 from .pinning import DriftReport, Lockfile, check_drift, closed_schema
 from .scanner import Finding, scan_servers
@@ -359,7 +359,7 @@ class McpUpstream:
         else:
             headers = {**self.headers, **(credential.headers if credential is not None else {})}
             auth = credential.auth if credential is not None and credential.auth is not None else self.auth
-            server = _guarded_transport(
+            server = guarded_http_transport(
                 self.target,
                 headers,
                 auth=auth,
@@ -1046,26 +1046,6 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
     return [exc]
-
-
-@asynccontextmanager
-async def _guarded_transport(
-    url: str,
-    headers: Mapping[str, str],
-    *,
-    auth: httpx2.Auth | None,
-    guard: AddressGuard,
-    max_response_bytes: int,
-) -> AsyncIterator[Any]:
-    """`egress.guarded_http_transport` with an `httpx2.Auth` on the HTTP client (the guard's request
-    hook runs before every request the auth flow sends too, token endpoints included)."""
-    await guard.check_url(url)
-    async with create_mcp_http_client(headers=dict(headers) or None, auth=auth) as http:
-        http.event_hooks = _hooks(guard, max_response_bytes)
-        async with streamable_http_client(
-            url, http_client=http, max_sse_event_size=max_response_bytes
-        ) as streams:
-            yield streams
 
 
 @asynccontextmanager

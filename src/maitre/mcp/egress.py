@@ -246,11 +246,15 @@ async def guarded_http_transport(
     *,
     guard: AddressGuard | None = None,
     max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+    auth: httpx2.Auth | None = None,
 ) -> AsyncIterator[Any]:
-    """A Streamable HTTP transport for `mcp.Client`: only these headers, the guard, the byte cap."""
+    """A Streamable HTTP transport for `mcp.Client`: only these headers, the guard, the byte cap.
+
+    `auth` (an OAuth client flow, `maitre.mcp.upstream_auth`) rides on the HTTP client, so the
+    guard's request hook checks every request the flow sends too, token endpoints included."""
     if guard is not None:
         await guard.check_url(url)
-    async with create_mcp_http_client(headers=dict(headers) or None) as http:
+    async with create_mcp_http_client(headers=dict(headers) or None, auth=auth) as http:
         http.event_hooks = _hooks(guard, max_response_bytes)
         async with streamable_http_client(
             url, http_client=http, max_sse_event_size=max_response_bytes
