@@ -172,26 +172,6 @@ def approvals_show(
         console.print(f"{label:<11}{value}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _decision_entry(request: ApprovalRequest, account: str) -> AuditEntry:
-    """The audit line for a person's decision: who (the OS account, and the recorded label with
-    `via=cli`), on which request, bound to its call hash."""
-    import time
-
-    from ..stores import AuditEntry
-
-    verb = "approved" if request.status == "approved" else "denied"
-    return AuditEntry(
-        at=time.time(),
-        user=account,
-        tenant=request.tenant,
-        tool=request.tool,
-        decision="approval_decided",
-        call_hash=request.approved_hash or request.call_hash,
-        approval_id=request.id,
-        detail=f"{verb} by {request.approver}",
-    )
-
-
 def _edits(edit: str | None) -> dict[str, Any] | None:
     if edit is None:
         return None
@@ -223,6 +203,7 @@ def _decide(
     url = store_url(db)
 
     async def job(stores: Stores) -> ApprovalRequest:
+        from ..gate.approval import decision_entry
         from ..stores import ApprovalStateError
 
         gate = _gate(stores, box)
@@ -240,7 +221,7 @@ def _decide(
             decided: ApprovalRequest = await decide(service, who.principal(request.tenant))
         except ApprovalStateError as exc:
             raise CommandError(f"refused: {exc}") from None
-        await stores.audit.append(_decision_entry(decided, who.user))
+        await stores.audit.append(decision_entry(decided, who.user))
         return decided
 
     from ..exceptions import UserError

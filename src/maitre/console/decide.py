@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserError
-from ..gate.approval import call_hash
+from ..gate.approval import call_hash, decision_entry
 from ..gate.validate import validate_arguments
-from ..stores import ApprovalRequest, ApprovalStateError, AuditEntry
+from ..stores import ApprovalRequest, ApprovalStateError
 from ..types import Principal, ToolError
 from .forms import Change, diff_arguments
 
@@ -223,20 +223,5 @@ async def decide(
         ) from None
     except UserError as exc:
         raise Refused(403, f"You cannot decide this request: {exc}") from None
-    await gate.stores.audit.append(_decision_entry(decided, account.name))
+    await gate.stores.audit.append(decision_entry(decided, account.name))
     return decided
-
-
-def _decision_entry(request: ApprovalRequest, account: str) -> AuditEntry:
-    verb = "approved" if request.status == "approved" else "denied"
-    return AuditEntry(
-        at=time.time(),
-        user=account,
-        tenant=request.tenant,
-        tool=request.tool,
-        decision="approval_decided",
-        call_hash=request.approved_hash or request.call_hash,
-        approval_id=request.id,
-        detail=f"{verb} by {request.approver}"
-        + (" with edited arguments" if request.edited_arguments is not None else ""),
-    )

@@ -25,7 +25,7 @@ from typing import Any
 from ..audit.canonical import hash_text
 from ..exceptions import UserError
 from ..policy import normalise_user
-from ..stores import ApprovalRequest, ApprovalStateError, ApprovalStatus, ApprovalStore
+from ..stores import ApprovalRequest, ApprovalStateError, ApprovalStatus, ApprovalStore, AuditEntry
 from ..types import ApprovalTicket, ErrorCode, Principal, ToolError
 from .authorize import validated_arguments
 from .base import CallContext, Decision
@@ -33,13 +33,31 @@ from .hashing import call_hash_of, is_legacy_call_hash, legacy_call_hash, valida
 from .idempotency import will_replay
 from .validate import validate_arguments
 
-__all__ = ["ApprovalService", "approval", "call_hash", "ticket"]
+__all__ = ["ApprovalService", "approval", "call_hash", "decision_entry", "ticket"]
 
 
 def call_hash(tool: str, arguments: dict[str, Any], principal: Principal, run_id: str | None) -> str:
     """The hash an approval is bound to (the user is as authenticated, not normalised: the hash
     binds the exact principal the gate was given). `arguments` are JSON-ready validated arguments."""
     return call_hash_of(tool, hash_text(arguments), principal, run_id)
+
+
+def decision_entry(request: ApprovalRequest, account: str) -> AuditEntry:
+    """The audit line of a person's decision on `request`, as every door records it (the command
+    line, the console): who decided (`account`, the authenticated identity; the request keeps the
+    recorded label, e.g. `maria (via=console)`), on which request, bound to the hash it approved."""
+    verb = "approved" if request.status == "approved" else "denied"
+    edited = " with edited arguments" if request.edited_arguments is not None else ""
+    return AuditEntry(
+        at=time.time(),
+        user=account,
+        tenant=request.tenant,
+        tool=request.tool,
+        decision="approval_decided",
+        call_hash=request.approved_hash or request.call_hash,
+        approval_id=request.id,
+        detail=f"{verb} by {request.approver}{edited}",
+    )
 
 
 def _in_scheme_of(stored: str | None, hashed: str, ctx: CallContext, tool: str) -> str:
