@@ -35,20 +35,14 @@ get a dict. `claim_store(stores)` returns the one for a `Stores`.
 
 from __future__ import annotations
 
-import random
 import secrets
-import sqlite3
 import threading
-import time
 import weakref
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
-import anyio
-
 from maitre.storage.base import RunSummary, now_or
 from maitre.storage.engine.base import Engine, Migration, Schema
-from maitre.storage.engine.sqlite import _is_busy
 from maitre.storage.owners import current_owner, owner_status
 
 __all__ = [
@@ -243,21 +237,10 @@ class SQLClaimStore:
         }
 
     async def _migrate(self) -> None:
-        if self._ready:
-            return
-        delay, deadline = 0.001, time.monotonic() + 10.0
-        while True:
-            try:
-                await self.engine.migrate(CLAIMS_SCHEMA)
-                break
-            except sqlite3.OperationalError as exc:
-                # SQLite's migrate takes the write lock at once and does not wait for it (busy timeout
-                # 0 after the stores opened): when another process is writing, try again shortly.
-                if not _is_busy(exc) or time.monotonic() >= deadline:
-                    raise
-            await anyio.sleep(delay * random.uniform(0.5, 1.5))
-            delay = min(delay * 2, 0.05)
-        self._ready = True
+        if not self._ready:
+            # another process may be writing: the engine waits for the lock (SQLITE_BUSY backoff)
+            await self.engine.migrate(CLAIMS_SCHEMA)
+            self._ready = True
 
     async def _read(self, run_id: str, token: str) -> Claim | None:
         row = await self.engine.fetchone(_MINE, (run_id, token))
