@@ -42,7 +42,7 @@ def gateway_command(
 ) -> None:
     """Serve every [mcp.upstreams.NAME] server's pinned tools on one endpoint, each call through the gate."""
     from .._extras import MissingExtraError, require
-    from ..mcp.serve import ServeError, plan_serve, run_plan
+    from ..mcp.serve import ServeError, exit_on_interrupt, plan_serve, run_plan
 
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
@@ -82,18 +82,12 @@ def gateway_command(
         retry_max_s=gateway_config.retry_max_s,
     )
     try:
-        run_plan(plan, lambda: gateway.toolbox, around=lambda: gateway)
+        with exit_on_interrupt():
+            run_plan(plan, lambda: gateway.toolbox, around=lambda: gateway)
     except MissingExtraError as exc:
         raise CommandError(str(exc)) from None
     except ServeError as exc:
         raise CommandError(str(exc)) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(0) from None
-    except BaseExceptionGroup as group:  # the stop signal, raised inside the server's task groups
-        _, other = group.split(KeyboardInterrupt)
-        if other is not None:
-            raise
-        raise typer.Exit(0) from None
 
 
 def _lockfile() -> Lockfile:

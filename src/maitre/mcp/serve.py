@@ -50,7 +50,15 @@ if TYPE_CHECKING:
     from ..stores import Stores
     from .server import GovernedServer
 
-__all__ = ["ServeError", "ServePlan", "load_app", "plan_serve", "run_plan", "serve_command"]
+__all__ = [
+    "ServeError",
+    "ServePlan",
+    "exit_on_interrupt",
+    "load_app",
+    "plan_serve",
+    "run_plan",
+    "serve_command",
+]
 
 err = Console(stderr=True)
 logger = logging.getLogger("maitre.mcp.serve")
@@ -580,16 +588,25 @@ def serve_command(
 
         plan = plan_serve(load_settings(), **flags)
         _require_extras()
-        run_plan(plan, lambda: _target(plan.target))
+        with exit_on_interrupt():
+            run_plan(plan, lambda: _target(plan.target))
     except MissingExtraError as exc:
         _fail(str(exc), 1)
     except UserError as exc:
         _fail(str(exc), 2)
     except ServeError as exc:
         _fail(str(exc), 1)
+
+
+@contextlib.contextmanager
+def exit_on_interrupt() -> Iterator[None]:
+    """Ctrl-C (or the stop signal) ends a serving command with exit 0: a `KeyboardInterrupt`
+    alone, or one raised inside the server's task groups; any other error goes on."""
+    try:
+        yield
     except KeyboardInterrupt:
         raise typer.Exit(0) from None
-    except BaseExceptionGroup as group:  # the stop signal, raised inside the server's task groups
+    except BaseExceptionGroup as group:
         _, other = group.split(KeyboardInterrupt)
         if other is not None:
             raise
