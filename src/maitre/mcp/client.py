@@ -73,7 +73,7 @@ import logging
 import re
 import shlex
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from os import PathLike
@@ -278,6 +278,11 @@ class McpUpstream:
         max_sessions: how many credentials may hold an open session at once.
         share_sessions: False opens a session for every call (and lists the tools on it, so the
             `Mcp-Param-*` headers stay right), closing it after; for comparisons only.
+        credential_for: called (awaited) before every imported tool's call to choose whose
+            connection it uses: an `UpstreamCredential` (pooled by its key; e.g. a token obtained
+            for the calling user by token exchange) or None for the upstream's own. It runs in the
+            caller's context, so it can see the request's principal; an exception it raises fails
+            that call only.
     """
 
     def __init__(
@@ -306,6 +311,7 @@ class McpUpstream:
         backoff: Backoff | None = None,
         max_sessions: int = 64,
         share_sessions: bool = True,
+        credential_for: Callable[[], Awaitable[UpstreamCredential | None]] | None = None,
     ) -> None:
         self.target: Target = _stdio(target) if isinstance(target, str) and "://" not in target else target
         self.namespace = namespace
@@ -327,6 +333,7 @@ class McpUpstream:
         self.sampling_callback = sampling_callback
         self.list_roots_callback = list_roots_callback
         self.input_required_max_rounds = input_required_max_rounds
+        self.credential_for = credential_for
         self.report = ImportReport(server=namespace)
         self.pool = SessionPool(
             self._connect,
@@ -629,7 +636,8 @@ class McpUpstream:
         }
 
         async def handler(arguments: dict[str, Any]) -> Any:
-            return await self.call(name, arguments)
+            credential = await self.credential_for() if self.credential_for is not None else None
+            return await self.call(name, arguments, credential=credential)
 
         # Normalised (draft-04/06/07 forms read as 2020-12) before it is closed: closing first would
         # leave objects inside a draft-07 tuple open. The pin keeps the definition as sent.
