@@ -1,0 +1,131 @@
+"""The upstream every gateway benchmark puts behind the gateways: an `MCPServer` with one `echo` tool.
+
+Why this server: it is the smallest real MCP server the official SDK (mcp 2.3.0) makes - Streamable
+HTTP, stateless, plain JSON answers - so what a benchmark measures through a gateway is the
+gateway's cost, not the tool's. It answers 2025-11-25 and 2026-07-28 requests alike (no
+`initialize` needed). `echo(text)` returns `"<name>: <text>"`, which lets a load generator check
+that each answer is the answer to *its* call (a unique `text` per call comes back).
+
+The access log is off and logging is at ERROR, so the upstream spends its CPU on calls; the same
+upstream process serves every row of a comparison (direct, maitre, ContextForge).
+
+- `python benchmarks/_echo_upstream.py PORT [NAME] [--decoy]`: serve on 127.0.0.1:PORT until
+  SIGTERM. `--decoy` adds a `fixed` tool that ignores its argument (for the load generator's
+  self-test: its answers must be counted as not echoed).
+- `echo_upstream(name)`: the same as a subprocess on a free port; yields `http://127.0.0.1:PORT/mcp`
+  once it answers, and stops it (its whole process group) on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["build_app", "echo_upstream", "serve", "stop_group"]
+
+HERE = Path(__file__).resolve().parent
+
+
+def build_app(name: str, *, decoy: bool = False) -> Any:
+    """The Starlette app: `echo` (and with `decoy`, `fixed`) over stateless JSON Streamable HTTP."""
+    from mcp.server import MCPServer
+
+    server = MCPServer(name, log_level="ERROR")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Return the text unchanged, prefixed by the server name."""
+        return f"{name}: {text}"
+
+    if decoy:
+
+        @server.tool()
+        def fixed(text: str) -> str:
+            """Return the same text whatever it is given (a tool that does not echo)."""
+            return f"{name}: fixed"
+
+    return server.streamable_http_app(stateless_http=True, json_response=True)
+
+
+def serve(port: int, name: str, *, decoy: bool = False) -> None:
+    """Serve until SIGTERM/SIGINT, on 127.0.0.1 only."""
+    import uvicorn
+
+    logging.basicConfig(stream=sys.stderr, level=logging.ERROR)
+    uvicorn.run(
+        build_app(name, decoy=decoy), host="127.0.0.1", port=port, log_level="error", access_log=False
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def stop_group(proc: subprocess.Popen[Any], *, grace_s: float = 10.0) -> None:
+    """SIGTERM the process group `proc` leads, then SIGKILL it if anything is left after `grace_s`."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    # Children of the leader (if any) may outlive it; the group id is still the leader's pid.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def echo_upstream(
+    name: str = "up1",
+    *,
+    port: int | None = None,
+    decoy: bool = False,
+    python: str = sys.executable,
+    timeout_s: float = 30.0,
+) -> Iterator[str]:
+    """Run the echo upstream in a subprocess (its own process group); yields its MCP URL."""
+    port = port or _free_port()
+    args = [python, str(HERE / "_echo_upstream.py"), str(port), name, *(["--decoy"] if decoy else [])]
+    url = f"http://127.0.0.1:{port}/mcp"
+    # stderr goes to a file, not a pipe nobody reads during the run (a full pipe would block it).
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
+        )
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                if proc.poll() is not None:
+                    errors.seek(0)
+                    err = errors.read().decode(errors="replace").strip()
+                    last = err.splitlines()[-1] if err else f"exit {proc.returncode}"
+                    raise RuntimeError(f"echo upstream exited early: {last}")
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"echo upstream on port {port} did not start in {timeout_s:g}s")
+                time.sleep(0.05)
+            yield url
+        finally:
+            stop_group(proc)
+
+
+if __name__ == "__main__":
+    argv = [a for a in sys.argv[1:] if a != "--decoy"]
+    if not 1 <= len(argv) <= 2:
+        sys.exit("usage: _echo_upstream.py PORT [NAME] [--decoy]")
+    serve(int(argv[0]), argv[1] if len(argv) > 1 else f"echo-{argv[0]}", decoy="--decoy" in sys.argv[1:])
