@@ -7,6 +7,10 @@ the stores come from `--stores` or `[stores]`, JWT checks from `[auth]`, policy,
 approvals and audit from their sections; `[gateway]` gives host, port, path, trust_annotations
 and retry_max_s. An upstream that is down at start does not stop the gateway: it is reported and
 tried again in the background.
+
+The upstreams' resources and prompts are served too (`maitre.mcp.federation`); each read and
+prompt fetch is logged on stderr (who, which upstream, which URI or prompt, how many bytes).
+`GET /healthz` answers, without a token, how many upstreams are up and down (`maitre.mcp.transports`).
 """
 
 from __future__ import annotations
@@ -73,7 +77,9 @@ def gateway_command(
     plan.name = "maitre-gateway"
     upstreams = {name: _resolved(upstream) for name, upstream in file.mcp.upstreams.items()}
 
+    from ..mcp.app import MCPApp
     from ..mcp.gateway import Gateway
+    from ..mcp.serve import _gate_for
 
     gateway = Gateway(
         upstreams,
@@ -81,9 +87,21 @@ def gateway_command(
         trust_annotations=gateway_config.trust_annotations,
         retry_max_s=gateway_config.retry_max_s,
     )
+    logging.getLogger("maitre.mcp.federation").setLevel(logging.INFO)  # every read, as an access log
+
+    def served() -> MCPApp:
+        # The gate as `maitre serve` builds one for a toolbox (policy, budgets, approvals, audit from
+        # the file); on --stores / [stores] run_plan moves it onto them.
+        app = MCPApp(
+            gateway.toolbox, name=plan.name or "maitre-gateway", gate=_gate_for(gateway.toolbox, None, plan)
+        )
+        app.add_source(gateway.federation)
+        app.health = gateway.health
+        return app
+
     try:
         with exit_on_interrupt():
-            run_plan(plan, lambda: gateway.toolbox, around=lambda: gateway)
+            run_plan(plan, served, around=lambda: gateway)
     except MissingExtraError as exc:
         raise CommandError(str(exc)) from None
     except ServeError as exc:

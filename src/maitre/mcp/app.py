@@ -21,14 +21,21 @@ Listing order is registration order, so `*/list` answers are stable (2026-07-28 
 deterministic order). Resource readers and prompt renderers may be sync or async; they receive
 only their URI variables or arguments. (When `Toolbox` grows resources and prompts, this is the
 part that should move there; the server would then read them from the toolbox.)
+
+Beside its own registrations an app may serve **sources** (`add_source`): resources and prompts that
+live elsewhere, such as the gateway's upstream servers (`maitre.mcp.federation`). A source owns its
+names (prompt names, resource URIs) by a rule of its own; the app's registrations are looked up
+first, then each source in the order added. A source tells the server when its lists changed
+(`on_change`), and the server tells its clients. `health`, when set, is what `GET /healthz` answers
+(`maitre.mcp.transports`).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import anyio.to_thread
 import mcp_types as types
@@ -38,7 +45,35 @@ from ..exceptions import UserError
 from ..gate import Gate
 from ..tools import Toolbox
 
-__all__ = ["MCPApp", "PromptSpec", "ResourceSpec", "call_maybe_async"]
+__all__ = ["ContentSource", "ListKind", "MCPApp", "PromptSpec", "ResourceSpec", "call_maybe_async"]
+
+ListKind = Literal["tools", "resources", "prompts"]
+"""Which list changed (the three `*/list_changed` notifications)."""
+
+
+class ContentSource(Protocol):
+    """Resources and prompts an app serves from elsewhere (the gateway's upstreams).
+
+    `read_resource`, `get_prompt` and `complete` return None for a URI or name the source does not
+    own (the next source, or "not found", answers); for one it owns but cannot serve, they raise
+    `MCPError`. Lists leave out what cannot be listed now (an upstream that is down or slow).
+    """
+
+    async def list_resources(self) -> list[types.Resource]: ...
+
+    async def list_templates(self) -> list[types.ResourceTemplate]: ...
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult | None: ...
+
+    async def list_prompts(self) -> list[types.Prompt]: ...
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult | None: ...
+
+    async def complete(self, params: types.CompleteRequestParams) -> types.CompleteResult | None: ...
+
+    def on_change(self, listener: Callable[[frozenset[ListKind]], None]) -> None:
+        """Call `listener` (synchronously, on the event loop) with the lists that changed."""
+        ...
 
 
 @dataclass(kw_only=True)
@@ -110,6 +145,15 @@ class MCPApp:
         self.templates: dict[str, ResourceSpec] = {}
         self.prompts: dict[str, PromptSpec] = {}
         self.completions: dict[tuple[str, str], Callable[[str], list[str]]] = {}
+        self.sources: list[ContentSource] = []
+        """Resources and prompts served from elsewhere (`add_source`), after the app's own."""
+        self.health: Callable[[], Mapping[str, Any]] | None = None
+        """When set, `GET /healthz` answers its value as JSON (no authentication, so it must not
+        carry secrets); HTTP 503 when its `status` is "down", else 200."""
+
+    def add_source(self, source: ContentSource) -> None:
+        """Serve `source`'s resources and prompts beside the app's own."""
+        self.sources.append(source)
 
     # -- resources ----------------------------------------------------------------------------------
 

@@ -9,6 +9,12 @@ other tool is destructive and high risk whatever it claims. The toolbox is then 
 one gate, over the configured stores, by the same machinery as `maitre serve`
 (`serve.run_plan`), so policy, approvals, budgets, idempotency and audit apply to every call.
 
+The upstreams' resources and prompts are served too (`maitre.mcp.federation.Federation`, the
+app's source: prompts as `NAMESPACE.name`, resource URIs as `maitre-upstream://NAMESPACE/...`,
+scanned, fenced, bounded). When an upstream comes up or goes down, the federation says its
+resources and prompts changed (its tools come and go through the toolbox), and the server tells
+every client, both protocol eras. `health()` is what `GET /healthz` answers.
+
 Sessions are long-lived: each upstream is held open (`async with McpUpstream`) by a task of its
 own for as long as the gateway runs, watching for drift (list_changed, periodic re-checks).
 
@@ -20,7 +26,8 @@ One upstream does not stop the others:
   `subscriptions/listen` streams (2026-07-28) that the tool list changed.
 - **Down mid-run.** Only calls to its own tools fail (TEMPORARY_UNAVAILABLE, retryable); its
   session is reopened by a later call once it is back. If the held session itself ends with an
-  error, its tools are taken out and it is retried as at start.
+  error, or the upstream leaves two checks `poll_s` apart unanswered (`Federation.watch`), it is
+  "down": its tools are taken out, clients are told, and it is retried as at start.
 
 No token passthrough: an upstream receives only its own configured headers and OAuth credential
 (`maitre.mcp.upstream_auth`), never the caller's bearer token (the gate hands the tool handler the
@@ -38,6 +45,7 @@ import anyio
 import anyio.abc
 
 from ..tools import Toolbox
+from .federation import Federation
 
 if TYPE_CHECKING:
     from ..config.schema import UpstreamConfig
@@ -67,6 +75,10 @@ class Gateway:
         retry_max_s: the longest wait between two attempts to reach an upstream that is down.
         timeout_s: how long one attempt (and one upstream request) may take.
         token_dir: where OAuth tokens are cached (default: `upstream_auth`'s).
+        list_timeout_s: how long one upstream's resource or prompt listing may take before that
+            upstream is left out of the answer.
+        poll_s: how often a 2025-11-25 upstream's resources and prompts are listed again to see
+            whether they changed.
     """
 
     def __init__(
@@ -78,6 +90,8 @@ class Gateway:
         retry_max_s: float = 30.0,
         timeout_s: float = 30.0,
         token_dir: str | os.PathLike[str] | None = None,
+        list_timeout_s: float = 5.0,
+        poll_s: float = 30.0,
     ) -> None:
         self.configs = dict(upstreams)
         self.lockfile = lockfile
@@ -96,6 +110,15 @@ class Gateway:
         self.status: dict[str, str] = dict.fromkeys(self.configs, "connecting")
         self.upstreams: dict[str, McpUpstream] = {}
         """The upstreams that are up now, by namespace."""
+        self.federation = Federation(
+            self.upstreams,
+            self.configs,
+            toolbox=self.toolbox,
+            list_timeout_s=list_timeout_s,
+            timeout_s=timeout_s,
+            poll_s=poll_s,
+        )
+        """Their resources and prompts (the served app's source)."""
         self._tg: anyio.abc.TaskGroup | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -163,14 +186,17 @@ class Gateway:
                         len(imported),
                         "" if imported else f" (none pinned as offered: maitre mcp pin --namespace {name})",
                     )
+                    self.federation.changed(name)
                     first.set()
                     delay = RETRY_FIRST_S
-                    await anyio.sleep_forever()
+                    await self.federation.watch(name, upstream)  # never returns
             except Exception as exc:
                 self._down(name, exc, delay)
             finally:
-                self.upstreams.pop(name, None)
+                was_up = self.upstreams.pop(name, None) is not None
                 self._remove_tools(name)
+                if was_up:
+                    self.federation.changed(name)
             first.set()
             await anyio.sleep(delay)
             delay = min(delay * 2, self.retry_max_s)
@@ -179,6 +205,18 @@ class Gateway:
         why = _reason(exc)
         self.status[name] = f"down: {why}"
         logger.warning("upstream %s is unavailable (%s); trying again in %.1f s", name, why, delay)
+
+    def health(self) -> dict[str, Any]:
+        """How many upstreams are up, down or still connecting, and the overall status: "ok" (all
+        up), "degraded" (some up: the gateway still serves those) or "down" (none up).
+
+        Counts only: this is answered without authentication, so no name, URL or error text."""
+        counts = {"up": 0, "down": 0, "connecting": 0}
+        for state in self.status.values():
+            counts["up" if state == "up" else "connecting" if state == "connecting" else "down"] += 1
+        total = len(self.status)
+        status = "ok" if counts["up"] == total else "degraded" if counts["up"] else "down"
+        return {"status": status, "upstreams": counts}
 
     def _remove_tools(self, name: str) -> None:
         for tool in list(self.toolbox):

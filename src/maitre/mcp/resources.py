@@ -4,6 +4,9 @@ These are not tools, so they do not go through the gate: a resource reader or a 
 receives only its URI variables or its arguments, runs with the request's `McpCallContext` set (so
 it may ask the client for input over the 2026-07-28 flow, like a tool), and its value becomes the
 wire result here. Lists come out in registration order and carry the server's `ttlMs` hint.
+
+The app's sources (`MCPApp.add_source`, the gateway's upstreams) come after its own registrations:
+listed after them, and asked for a URI or a prompt name the app does not serve itself.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ class ResourceHandlers:
             )
             for s in self.app.resources.values()
         ]
+        for source in self.app.sources:
+            resources += await source.list_resources()
         return types.ListResourcesResult(resources=resources, ttl_ms=self.list_ttl_ms)
 
     async def list_templates(self, ctx: Any, _params: Any) -> types.ListResourceTemplatesResult:
@@ -62,6 +67,8 @@ class ResourceHandlers:
             )
             for s in self.app.templates.values()
         ]
+        for source in self.app.sources:
+            templates += await source.list_templates()
         return types.ListResourceTemplatesResult(resource_templates=templates, ttl_ms=self.list_ttl_ms)
 
     async def read_resource(
@@ -71,6 +78,10 @@ class ResourceHandlers:
         uri = str(params.uri)
         found = self.app.find_resource(uri)
         if found is None:
+            for source in self.app.sources:
+                read = await source.read_resource(uri)
+                if read is not None:
+                    return read
             raise MCPError(code=INVALID_PARAMS, message="Resource not found", data={"uri": uri})
         spec, variables = found
         call_ctx = call_context(ctx, params)
@@ -115,6 +126,8 @@ class ResourceHandlers:
             types.Prompt(name=s.name, title=s.title, description=s.description, arguments=s.arguments or None)
             for s in self.app.prompts.values()
         ]
+        for source in self.app.sources:
+            prompts += await source.list_prompts()
         return types.ListPromptsResult(prompts=prompts, ttl_ms=self.list_ttl_ms)
 
     async def get_prompt(
@@ -123,6 +136,10 @@ class ResourceHandlers:
         """`prompts/get`: the rendered messages, after checking the arguments by name."""
         spec = self.app.prompts.get(params.name)
         if spec is None:
+            for source in self.app.sources:
+                got = await source.get_prompt(params.name, dict(params.arguments or {}))
+                if got is not None:
+                    return got
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
         arguments = dict(params.arguments or {})
         missing = [a.name for a in spec.arguments if a.required and a.name not in arguments]
@@ -146,6 +163,11 @@ class ResourceHandlers:
         ref = params.ref
         key = getattr(ref, "name", None) or getattr(ref, "uri", None) or ""
         fn = self.app.completions.get((str(key), params.argument.name))
+        if fn is None:
+            for source in self.app.sources:
+                completed = await source.complete(params)
+                if completed is not None:
+                    return completed
         values = [v for v in (fn(params.argument.value) if fn else []) if v.startswith(params.argument.value)]
         return types.CompleteResult(
             completion=types.Completion(values=values[:100], total=len(values), has_more=len(values) > 100)

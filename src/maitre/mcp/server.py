@@ -20,10 +20,18 @@ result. No governance decision is made here.
 - **Tasks** (`maitre.mcp.task_handlers`, state in `maitre.mcp.tasks`): long-running tools become
   tasks for clients that declare the extension.
 - **Resources, prompts, completions** (`maitre.mcp.resources`).
+- **List changes** (here): when the toolbox changes, or a source of the app's (the gateway's
+  upstreams) says its resources or prompts changed, every client is told, in its era: a
+  `subscriptions/listen` stream (2026-07-28) gets the event, and every 2025-11-25 session
+  (recorded when its `notifications/initialized` arrives, forgotten when its connection closes)
+  gets `notifications/{tools,resources,prompts}/list_changed` on its standalone stream; so the
+  capabilities say `listChanged` in both eras. A burst of changes (an upstream's tools coming up
+  one by one) is told once. Nothing of this runs on a `tools/call`.
 """
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -35,7 +43,10 @@ import anyio.abc
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
@@ -47,7 +58,7 @@ from ..gate import CallOptions
 from ..tools import Tool
 from ..tracing import tracing_enabled
 from ..types import Principal, ToolCall, ToolResult
-from .app import MCPApp
+from .app import ListKind, MCPApp
 from .approvals import APPROVAL_INPUT_KEY, APPROVAL_META_KEY, McpApprovals
 from .auth import principal_from_request
 from .context import McpCallContext
@@ -64,6 +75,8 @@ from .wire import (
     meta_id,
     request_state,
 )
+
+logger = logging.getLogger("maitre.mcp.server")
 
 __all__ = [
     "APPROVAL_INPUT_KEY",
@@ -90,6 +103,33 @@ the same principal for the same tool replays the first result instead of executi
 _PLAIN_CALL = CallOptions()
 """The options of a call whose `_meta` names no approval and no host key (never mutated: the
 approval branch derives its own with `dataclasses.replace`)."""
+
+
+_ANNOUNCE_DELAY_S = 0.02
+"""How long a list change waits for the rest of its burst before clients are told."""
+_NOTIFY_TIMEOUT_S = 2.0
+"""The longest one 2025-11-25 session's notification may take (a stalled stream is skipped)."""
+_LISTEN_EVENTS: dict[ListKind, Any] = {
+    "tools": ToolsListChanged,
+    "resources": ResourcesListChanged,
+    "prompts": PromptsListChanged,
+}
+_ALL_LISTS = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+
+
+class _ListChangedServer(Server[Any]):
+    """The SDK server, announcing `listChanged` to 2025-11-25 clients (it sends them: see
+    `GovernedServer._announce`); 2026-07-28 derives it from `subscriptions/listen` already."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or _ALL_LISTS, experimental_capabilities, extensions
+        )
 
 
 def _is_sdk_tracing(middleware: object) -> bool:
@@ -178,13 +218,18 @@ class GovernedServer:
         self._tg: anyio.abc.TaskGroup | None = None
         self._log_level: str = "info"
         self._tool_cache: dict[bool, list[types.Tool]] = {}
+        self._sessions: set[ServerSession] = set()
+        """The open 2025-11-25 sessions, told of list changes on their standalone streams."""
+        self._pending: set[ListKind] = set()
         app.toolbox.subscribe(self._on_toolbox_change)
+        for source in app.sources:
+            source.on_change(self.lists_changed)
 
         with (
             warnings.catch_warnings()
         ):  # logging/setLevel is deprecated in 2026 but required for 2025 clients
             warnings.simplefilter("ignore")
-            server: Server[Any] = Server(
+            server: Server[Any] = _ListChangedServer(
                 app.name,
                 version=app.version,
                 instructions=app.instructions,
@@ -213,6 +258,9 @@ class GovernedServer:
         if any(t.long_running for t in app.toolbox):
             server.extensions[TASKS_EXTENSION] = {}
         self._task_handlers.register(server)
+        server.add_notification_handler(
+            "notifications/initialized", types.NotificationParams, self._on_initialized
+        )
         self.lowlevel = server
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -225,17 +273,71 @@ class GovernedServer:
                 yield {}
             finally:
                 self._tg = None
+                self._pending.clear()
                 tg.cancel_scope.cancel()
 
     def _on_toolbox_change(self, _event: str, _tool: Tool) -> None:
         self._tool_cache.clear()
-        if self._tg is not None:
-            self._tg.start_soon(self.bus.publish, ToolsListChanged())
+        self.lists_changed(frozenset({"tools"}))
+
+    def lists_changed(self, kinds: frozenset[ListKind]) -> None:
+        """Tell every client, soon, that the lists of `kinds` changed (callable from sync code)."""
+        if self._tg is None:  # not serving (yet): nobody to tell
+            return
+        first = not self._pending
+        self._pending |= kinds
+        if first:
+            try:
+                self._tg.start_soon(self._announce_soon)
+            except RuntimeError:  # the server is stopping
+                self._pending.clear()
+
+    async def _announce_soon(self) -> None:
+        await anyio.sleep(_ANNOUNCE_DELAY_S)
+        kinds, self._pending = frozenset(self._pending), set()
+        await self._announce(kinds)
+
+    async def _announce(self, kinds: frozenset[ListKind]) -> None:
+        """Publish `kinds` to the listen streams and notify every 2025-11-25 session."""
+        for kind in ("tools", "resources", "prompts"):
+            if kind in kinds:
+                await self.bus.publish(_LISTEN_EVENTS[kind]())
+        sessions = list(self._sessions)
+        if not sessions:
+            return
+        async with anyio.create_task_group() as tg:
+            for session in sessions:
+                tg.start_soon(self._notify_session, session, kinds)
+
+    async def _notify_session(self, session: ServerSession, kinds: frozenset[ListKind]) -> None:
+        with anyio.move_on_after(_NOTIFY_TIMEOUT_S):
+            try:
+                if "tools" in kinds:
+                    await session.send_tool_list_changed()
+                if "resources" in kinds:
+                    await session.send_resource_list_changed()
+                if "prompts" in kinds:
+                    await session.send_prompt_list_changed()
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self._sessions.discard(session)
+            except Exception:
+                logger.debug("a list_changed notification to a 2025-11-25 session failed", exc_info=True)
+
+    async def _on_initialized(self, ctx: ServerRequestContext[Any, Any], _params: Any) -> None:
+        """Record a 2025-11-25 session, to be told of list changes until its connection closes."""
+        session = ctx.session
+        if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        self._sessions.add(session)
+        # The SDK hands handlers the session, whose connection (private) owns the teardown stack.
+        connection = getattr(session, "_connection", None)
+        exit_stack = getattr(connection, "exit_stack", None)
+        if exit_stack is not None:
+            exit_stack.callback(self._sessions.discard, session)
 
     async def notify_lists_changed(self) -> None:
-        """Tell `subscriptions/listen` streams that prompts and resources changed."""
-        await self.bus.publish(PromptsListChanged())
-        await self.bus.publish(ResourcesListChanged())
+        """Tell every client (both eras) that prompts and resources changed."""
+        await self._announce(frozenset({"prompts", "resources"}))
 
     def principal(self) -> Principal:
         """The authenticated principal of this request, else the configured one."""

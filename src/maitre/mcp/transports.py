@@ -20,6 +20,15 @@ defaults: `host`, `host:port` or `host:*` (any port); origins as `https://app.ex
 `http://host:*`. A request without an Origin header (a non-browser client) is not refused for
 that; `Origin: null` is.
 
+`GET /healthz` (and HEAD), served when the app has a `health` callable (the gateway's), answers
+its small JSON body - `{"status": "ok"|"degraded"|"down", "upstreams": {"up": n, "down": n,
+"connecting": n}}` - with 200, or 503 when the status is "down" (nothing to serve), so a load
+balancer's check (HAProxy `option httpchk GET /healthz`) keeps a replica that can still serve some
+upstreams. It needs no token and is answered whatever the Host header says: a probe names the
+backend by its address, or sends no Host at all, and DNS rebinding, which the Host check is
+against, gains nothing from a body of counts (no names, URLs or errors). Every other route keeps
+both checks.
+
 Nothing here writes to stdout: on stdio that stream carries the protocol, and uvicorn's logs go
 to stderr through `logging`.
 """
@@ -28,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -43,6 +52,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -50,10 +60,12 @@ from .auth import BearerVerifier, SdkTokenVerifier
 from .scope_check import ScopeChallenge, declared_scopes
 from .server import GovernedServer
 
-__all__ = ["http_app", "running_http", "serve_http", "serve_stdio", "transport_security"]
+__all__ = ["HEALTH_PATH", "http_app", "running_http", "serve_http", "serve_stdio", "transport_security"]
 
 logger = logging.getLogger("maitre.mcp")
 
+HEALTH_PATH = "/healthz"
+"""Where the health check answers (module docstring)."""
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _WILDCARD = ("0.0.0.0", "::", "")
 _CHECKED_BY_GUARD = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -104,9 +116,13 @@ class _HostOriginGuard:
     what the SDK would refuse.
     """
 
-    def __init__(self, app: ASGIApp, settings: TransportSecuritySettings) -> None:
+    def __init__(
+        self, app: ASGIApp, settings: TransportSecuritySettings, exempt: frozenset[str] = frozenset()
+    ) -> None:
         self.app = app
         self.settings = settings
+        self.exempt = exempt
+        """Paths answered whatever Host and Origin say (the health check)."""
         self.check = TransportSecurityMiddleware(settings)
         self._snapshot: tuple[list[str], list[str]] | None = None
         self._hosts: frozenset[str] = frozenset()
@@ -146,7 +162,7 @@ class _HostOriginGuard:
         return not origin or origin in self._origins or origin.startswith(self._origin_prefixes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self._accepts(scope):
+        if scope["type"] == "http" and not self._accepts(scope) and scope["path"] not in self.exempt:
             refused = await self.check.validate_request(Request(scope), is_post=False)
             if refused is not None:
                 await refused(scope, receive, send)
@@ -194,8 +210,12 @@ def http_app(
         security_settings=_CHECKED_BY_GUARD,
     )
     asgi: Any = StreamableHTTPASGIApp(manager)
-    middleware = [Middleware(_HostOriginGuard, settings=security)]
+    health = server.app.health if path != HEALTH_PATH else None
+    exempt = frozenset({HEALTH_PATH}) if health is not None else frozenset()
+    middleware = [Middleware(_HostOriginGuard, settings=security, exempt=exempt)]
     routes: list[BaseRoute] = []
+    if health is not None:
+        routes.append(Route(HEALTH_PATH, endpoint=_health_endpoint(health), methods=["GET", "HEAD"]))
     if verifier is not None:
         middleware += [
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(SdkTokenVerifier(verifier))),
@@ -224,6 +244,21 @@ def http_app(
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.transport_security = security
     return app
+
+
+def _health_endpoint(health: Callable[[], Mapping[str, Any]]) -> Callable[[Request], Awaitable[Response]]:
+    """`GET /healthz`: `health()` as JSON; 503 when its status is "down", else 200."""
+
+    async def endpoint(_request: Request) -> Response:
+        try:
+            body = dict(health())
+        except Exception:
+            logger.exception("the health check failed")
+            body = {"status": "down"}
+        status = 503 if body.get("status") == "down" else 200
+        return JSONResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
+
+    return endpoint
 
 
 async def serve_http(
