@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from maitre.mcp.testing import free_port
+
 __all__ = ["build_app", "echo_upstream", "serve", "stop_group"]
 
 HERE = Path(__file__).resolve().parent
@@ -67,12 +69,6 @@ def serve(port: int, name: str, *, decoy: bool = False) -> None:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def stop_group(proc: subprocess.Popen[Any], *, grace_s: float = 10.0) -> None:
     """SIGTERM the process group `proc` leads, then SIGKILL it if anything is left after `grace_s`."""
     with contextlib.suppress(ProcessLookupError):
@@ -98,7 +94,7 @@ def echo_upstream(
     timeout_s: float = 30.0,
 ) -> Iterator[str]:
     """Run the echo upstream in a subprocess (its own process group); yields its MCP URL."""
-    port = port or _free_port()
+    port = port or free_port()
     args = [python, str(HERE / "_echo_upstream.py"), str(port), name, *(["--decoy"] if decoy else [])]
     url = f"http://127.0.0.1:{port}/mcp"
     # stderr goes to a file, not a pipe nobody reads during the run (a full pipe would block it).

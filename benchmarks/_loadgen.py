@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import json
 import math
@@ -498,8 +499,16 @@ async def _call_once(target: Target, timeout_s: float) -> str | None:
 
 
 def call_once(target: Target, *, timeout_s: float = 30.0) -> str | None:
-    """One call judged like the load's: None if OK, else what was wrong (for start-up checks)."""
-    return asyncio.run(_call_once(target, timeout_s))
+    """One call judged like the load's: None if OK, else what was wrong (for start-up checks).
+
+    Usable from sync code and from inside a running event loop (it then runs in its own thread).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_call_once(target, timeout_s))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, _call_once(target, timeout_s)).result()
 
 
 # -- wrk ------------------------------------------------------------------------------------------
