@@ -65,6 +65,10 @@ class ErrorCode(StrEnum):
     INPUT_REQUIRED = "INPUT_REQUIRED"
     """Someone must answer a question first (an upstream MCP server asked for input the host did not
     give: an elicitation, a sampling request, its roots); not retryable as it is."""
+    AUTH_REQUIRED = "AUTH_REQUIRED"
+    """Someone must sign in first: an upstream MCP server needs a person's sign-in
+    (`maitre mcp login NAME`), or the caller's own token is missing or was refused where it is
+    exchanged for the upstream's; not retryable as it is."""
     INVALID_STATE = "INVALID_STATE"
     CONFLICT = "CONFLICT"
     RATE_LIMITED = "RATE_LIMITED"
@@ -84,6 +88,7 @@ _DEFAULT_FLAGS: dict[ErrorCode, tuple[bool, bool]] = {
     ErrorCode.APPROVAL_REQUIRED: (False, False),
     ErrorCode.APPROVAL_DENIED: (False, True),
     ErrorCode.INPUT_REQUIRED: (False, True),
+    ErrorCode.AUTH_REQUIRED: (False, True),
     ErrorCode.INVALID_STATE: (False, False),
     ErrorCode.CONFLICT: (True, False),
     ErrorCode.RATE_LIMITED: (True, False),

@@ -49,6 +49,7 @@ headers = { Authorization = "Bearer $GITHUB_TOKEN" }
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -72,6 +73,7 @@ __all__ = [
     "RateLimitConfig",
     "ServeConfig",
     "StoresConfig",
+    "ToolOverrideConfig",
     "TracingConfig",
     "UpstreamConfig",
     "check_jwt_algorithms",
@@ -149,7 +151,12 @@ class AuthConfig(_Section):
     issuer: str | None = None
     """Expected `iss`; setting it turns authentication on."""
     audience: str | list[str] | None = None
-    """This server's identifier; a token minted for another audience is refused."""
+    """This server's identifier; a token minted for another audience is refused. Default: the
+    resource URL (RFC 8707: a token is for the resource it was asked for)."""
+    resource_url: str | None = None
+    """This server's public URL, its resource identifier: published in the RFC 9728 protected-resource
+    metadata (for `maitre serve` and `maitre gateway` alike; `[serve] resource_url` is the older place),
+    and the audience the tokens must carry."""
     jwks_url: str | None = None
     """The issuer's JSON Web Key Set (fetched, cached, refreshed on an unknown `kid`)."""
     key_file: Path | None = None
@@ -172,8 +179,8 @@ class AuthConfig(_Section):
     def _one_key_source(self) -> AuthConfig:
         if self.jwks_url and self.key_file:
             raise ValueError("give jwks_url or key_file, not both")
-        if self.issuer and not self.audience:
-            raise ValueError("issuer needs audience (this server's identifier in the tokens)")
+        if self.issuer and not self.audience and not self.resource_url:
+            raise ValueError("issuer needs audience or resource_url (this server's identifier in the tokens)")
         if self.issuer and not (self.jwks_url or self.key_file):
             raise ValueError("issuer needs jwks_url or key_file (where the signing keys come from)")
         return self
@@ -391,13 +398,65 @@ class ConsoleConfig(_Section):
         return self
 
 
+_SCOPE = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")
+"""An OAuth scope token (RFC 6749 §3.3): printable ASCII without space, `"` or `\\`."""
+
+
+class ToolOverrideConfig(_Section):
+    """`[mcp.upstreams.NAME.tools.TOOL]`: the operator's own policy for one upstream tool (its name as
+    the upstream spells it). It replaces what the tool's annotations would suggest, whether or not the
+    upstream is in `trust_annotations`: annotations are the server's claims, this is the operator's
+    decision, written for a tool held to its pin (a changed definition is withdrawn, not re-judged).
+    """
+
+    effect: Literal["read", "write", "destructive"] | None = None
+    risk: Literal["low", "medium", "high", "critical"] | None = None
+    requires_approval: bool | None = None
+    """Force (true) or waive (false) human approval, whatever the risk matrix says."""
+    scopes: list[str] = Field(default_factory=list)
+    """Scopes a caller's token must hold to call it: a token without them is answered 403
+    `insufficient_scope` at the HTTP door, and they are published in `scopes_supported`."""
+    timeout_s: float | None = Field(default=None, gt=0, le=3600)
+    """Seconds before a call is cancelled (default 30)."""
+    idempotent: bool | None = None
+    open_world: bool | None = None
+
+    @field_validator("scopes")
+    @classmethod
+    def _scope_tokens(cls, value: list[str]) -> list[str]:
+        for scope in value:
+            if not _SCOPE.match(scope):
+                raise ValueError(f"{scope!r} is not an OAuth scope (printable ASCII, no spaces or quotes)")
+        return value
+
+    def metadata(self) -> dict[str, Any]:
+        """The tool metadata given here (`McpUpstream(overrides=...)`), without the keys left out."""
+        values: dict[str, Any] = {
+            "effect": self.effect,
+            "risk": self.risk,
+            "requires_approval": self.requires_approval,
+            "timeout": self.timeout_s,
+            "idempotent": self.idempotent,
+            "open_world": self.open_world,
+        }
+        given = {key: value for key, value in values.items() if value is not None}
+        if self.scopes:
+            given["scopes"] = frozenset(self.scopes)
+        return given
+
+
 class UpstreamConfig(_Section):
-    """Another MCP server `maitre mcp pin|check|scan|login --namespace NAME` talks to.
+    """Another MCP server `maitre mcp pin|check|scan|login --namespace NAME` (and `maitre gateway`)
+    talks to.
 
     OAuth (`maitre.mcp.upstream_auth`): `auth = "client_credentials"` with `client_id`, `issuer`
     and `client_secret` or `private_key_file` (a service credential); `auth = "authorization_code"`
     for a person's sign-in with `maitre mcp login NAME` (`client_id` only for a pre-registered
-    client; else the client registers itself, or uses `client_metadata_url`).
+    client; else the client registers itself, or uses `client_metadata_url`);
+    `auth = "token_exchange"` (`maitre.mcp.token_exchange`, RFC 8693): each caller's own token is
+    exchanged at `issuer` by the gateway's client (`client_id` + `client_secret` or
+    `private_key_file`) for a token for this upstream (`audience` / `resource`, `scopes`), so the
+    upstream sees who calls without ever seeing the caller's token.
     """
 
     url: str | None = None
@@ -408,23 +467,37 @@ class UpstreamConfig(_Section):
     """'Name' = 'value' sent to it (`$VARS` expand when used; shown masked)."""
     allow_loopback: bool = False
     allowed_hosts: list[str] = Field(default_factory=list)
-    auth: Literal["none", "client_credentials", "authorization_code"] = "none"
-    """How maitre gets a token for it: none, a service credential, or a person's sign-in."""
+    auth: Literal["none", "client_credentials", "authorization_code", "token_exchange"] = "none"
+    """How maitre gets a token for it: none, a service credential, a person's sign-in, or the
+    caller's token exchanged for one (RFC 8693)."""
     client_id: str | None = None
-    """The OAuth client id (required for client_credentials; a pre-registered client otherwise)."""
+    """The OAuth client id (required for client_credentials and token_exchange; a pre-registered
+    client otherwise)."""
     client_secret: str | None = None
     """Its secret (`$VARS` expand when used; shown masked)."""
     private_key_file: Path | None = None
-    """Or a PEM private key that signs a `private_key_jwt` assertion (client_credentials only)."""
+    """Or a PEM private key that signs a `private_key_jwt` assertion (client_credentials,
+    token_exchange)."""
     token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
     """How `client_secret` is sent to the token endpoint."""
     issuer: str | None = None
     """The authorization server the credentials belong to; no other is used (required for
-    client_credentials, so the upstream cannot send a service secret elsewhere)."""
+    client_credentials and token_exchange, so the upstream cannot send a secret elsewhere)."""
+    token_endpoint: str | None = None
+    """token_exchange: the issuer's token endpoint (default: read from its RFC 8414 / OpenID
+    metadata, whose `issuer` must be `issuer`)."""
+    audience: str | None = None
+    """token_exchange: the logical name of the upstream the exchanged token is for (RFC 8693 `audience`)."""
+    resource: str | None = None
+    """token_exchange: the upstream's resource URI (RFC 8707 `resource`); default: `url` when no
+    `audience` is given."""
     scopes: list[str] = Field(default_factory=list)
     """Scopes to ask for (the upstream's challenge or metadata can name more)."""
     client_metadata_url: str | None = None
     """An https URL of this client's metadata document, used as its id where servers take one (CIMD)."""
+    tools: dict[str, ToolOverrideConfig] = Field(default_factory=dict)
+    """Per upstream tool (as the upstream names it): the operator's policy, see `ToolOverrideConfig`.
+    A name the upstream does not offer is reported when it is imported."""
 
     @model_validator(mode="after")
     def _one_target(self) -> UpstreamConfig:
@@ -434,14 +507,18 @@ class UpstreamConfig(_Section):
 
     @model_validator(mode="after")
     def _auth_keys(self) -> UpstreamConfig:
-        oauth_keys = ("client_id", "client_secret", "private_key_file", "issuer", "client_metadata_url")
+        oauth_keys = (
+            "client_id", "client_secret", "private_key_file", "issuer", "client_metadata_url",
+            "token_endpoint", "audience", "resource",
+        )  # fmt: skip
         given = [key for key in oauth_keys if getattr(self, key) is not None] + (
             ["scopes"] if self.scopes else []
         )
         if self.auth == "none":
             if given:
                 raise ValueError(
-                    f'{", ".join(given)} only apply with auth = "client_credentials" or "authorization_code"'
+                    f'{", ".join(given)} only apply with auth = "client_credentials", '
+                    '"authorization_code" or "token_exchange"'
                 )
             return self
         if self.url is None:
@@ -452,19 +529,28 @@ class UpstreamConfig(_Section):
             )
         if self.issuer is not None and not self.issuer.startswith(("https://", "http://")):
             raise ValueError(f"issuer {self.issuer!r} must be the authorization server's http(s) URL")
-        if self.auth == "client_credentials":
+        exchange_only = [
+            k for k in ("token_endpoint", "audience", "resource") if getattr(self, k) is not None
+        ]
+        if exchange_only and self.auth != "token_exchange":
+            raise ValueError(f'{", ".join(exchange_only)} only apply with auth = "token_exchange"')
+        if self.auth in ("client_credentials", "token_exchange"):
             missing = [key for key in ("client_id", "issuer") if getattr(self, key) is None]
             if missing:
-                raise ValueError(f'auth = "client_credentials" needs {" and ".join(missing)}')
+                raise ValueError(f'auth = "{self.auth}" needs {" and ".join(missing)}')
             if (self.client_secret is None) == (self.private_key_file is None):
                 raise ValueError(
-                    'auth = "client_credentials" needs client_secret or private_key_file (exactly one)'
+                    f'auth = "{self.auth}" needs client_secret or private_key_file (exactly one)'
                 )
             if self.client_metadata_url is not None:
                 raise ValueError("client_metadata_url is for authorization_code")
+            if self.token_endpoint is not None and not self.token_endpoint.startswith(
+                ("https://", "http://")
+            ):
+                raise ValueError(f"token_endpoint {self.token_endpoint!r} must be an http(s) URL")
         else:
             if self.private_key_file is not None:
-                raise ValueError("private_key_file is for client_credentials")
+                raise ValueError("private_key_file is for client_credentials and token_exchange")
             if self.client_secret is not None and self.client_id is None:
                 raise ValueError("client_secret needs the client_id it belongs to")
             if self.client_metadata_url is not None and not self.client_metadata_url.startswith("https://"):

@@ -122,6 +122,8 @@ from .egress import (
 )
 from .pinning import DriftReport, Lockfile, check_drift, closed_schema
 from .scanner import Finding, scan_servers
+from .token_exchange import UpstreamTokenRefused
+from .upstream_auth import LoginRequired
 from .upstream_session import (
     Backoff,
     SessionPool,
@@ -164,6 +166,7 @@ _REMOTE_CODES = frozenset(
         ErrorCode.APPROVAL_REQUIRED,
         ErrorCode.APPROVAL_DENIED,
         ErrorCode.INPUT_REQUIRED,
+        ErrorCode.AUTH_REQUIRED,
         ErrorCode.INVALID_ARGUMENTS,
         ErrorCode.NOT_FOUND,
         ErrorCode.PERMISSION_DENIED,
@@ -209,11 +212,15 @@ class ImportReport:
     """Upstream tool name → the annotation hints not applied (the server is not trusted)."""
     withdrawn: dict[str, str] = field(default_factory=dict)
     """Upstream tool name → why it was taken out after import (its definition drifted)."""
+    unknown_overrides: list[str] = field(default_factory=list)
+    """Tool names `overrides` gives policy for that the upstream does not offer (a typo, a renamed
+    tool): reported and logged, never applied to anything else."""
 
     def render(self) -> str:
         lines = [f"{self.server}: {len(self.imported)} of {len(self.offered)} tool(s) imported"]
         lines += [f"  kept out {name}: {why}" for name, why in sorted(self.blocked.items())]
         lines += [f"  withdrawn {name}: {why}" for name, why in sorted(self.withdrawn.items())]
+        lines += [f"  override for {name}: the server offers no such tool" for name in self.unknown_overrides]
         lines += ["  " + f.render() for f in self.findings]
         if self.drift is not None and not self.drift.clean:
             lines += ["", self.drift.render()]
@@ -590,6 +597,13 @@ class McpUpstream:
                         report.blocked.setdefault(
                             finding.tool, f"scanner: {finding.message} at {finding.path}"
                         )
+        report.unknown_overrides = sorted(set(self.overrides) - set(report.offered))
+        if report.unknown_overrides:
+            logger.warning(
+                "MCP import %s: overrides name tool(s) the server does not offer, ignored: %s",
+                self.namespace,
+                ", ".join(report.unknown_overrides),
+            )
         self.report = report
         for definition in offered:
             name = str(definition["name"])
@@ -791,6 +805,9 @@ class McpUpstream:
         if any(OVERSIZE_MARKER in str(leaf) or _SSE_OVERSIZE in str(leaf) for leaf in leaves):
             return self._too_large(name)
         for leaf in leaves:
+            if isinstance(leaf, LoginRequired | UpstreamTokenRefused):
+                return self._sign_in_needed(name, leaf)
+        for leaf in leaves:
             if isinstance(leaf, UpstreamUnavailable):
                 return ToolError(
                     "TEMPORARY_UNAVAILABLE",
@@ -823,6 +840,26 @@ class McpUpstream:
             f"({_cause(exc)}). Try again later.",
             retryable=True,
             details={"upstream": self.namespace},
+        )
+
+    def _sign_in_needed(self, name: str, leaf: LoginRequired | UpstreamTokenRefused) -> ToolError:
+        """An upstream that needs credentials only a person (or the operator) can give: not retryable."""
+        if isinstance(leaf, UpstreamTokenRefused):
+            return ToolError(
+                ErrorCode.AUTH_REQUIRED,
+                f"{self.namespace}.{name} did not run: {leaf}",
+                details={"upstream": self.namespace, "reason": "exchanged_token_refused"},
+            )
+        return ToolError(
+            ErrorCode.AUTH_REQUIRED,
+            f"{self.namespace}.{name} did not run: the MCP server {self.namespace!r} needs someone to sign in "
+            f"first, and nobody is signed in here. The operator runs `maitre mcp login {self.namespace}` "
+            "(once; the tokens are kept and refreshed), then the call can be made again.",
+            details={
+                "upstream": self.namespace,
+                "reason": "login_required",
+                "command": f"maitre mcp login {self.namespace}",
+            },
         )
 
     def _protocol_error(self, name: str, exc: MCPError) -> ToolError:

@@ -192,9 +192,20 @@ def plan_serve(settings: Settings, **flags: Any) -> ServePlan:
         raise UserError(
             f"{', '.join(jwt_flags)}: only used with --jwt-issuer (who must have issued the tokens)"
         )
+    resource_url = _resource_url(flags.get("resource_url"), serve.resource_url, auth.resource_url)
+    if issuer and not audience and resource_url:
+        audience = resource_url  # RFC 8707: a token is for the resource it was asked for
     if issuer:
         if not audience:
-            raise UserError("--jwt-issuer needs --jwt-audience (this server's identifier in the tokens)")
+            raise UserError(
+                "--jwt-issuer needs --jwt-audience or --resource-url (this server's identifier in the tokens)"
+            )
+        if resource_url and not _names(audience, resource_url):
+            raise UserError(
+                f"the tokens' audience ({audience!r}) does not name this server's resource URL "
+                f"({resource_url!r}): clients ask the issuer for a token for the resource URL (RFC 8707), "
+                "so the audience checked must be that URL; set [auth] audience to it (or leave it out)"
+            )
         if not key_file and not jwks_url:
             raise UserError(
                 "--jwt-issuer needs --jwt-key-file or --jwt-jwks-url (where the signing keys are)"
@@ -250,13 +261,31 @@ def plan_serve(settings: Settings, **flags: Any) -> ServePlan:
         tenant_claim=auth.tenant_claim,
         default_tenant=auth.default_tenant,
         jwks_ttl_s=auth.jwks_ttl_s,
-        resource_url=pick("resource_url", serve.resource_url),
+        resource_url=resource_url,
         stateless_legacy=bool(pick("stateless_legacy", serve.stateless_legacy)),
         allow_hosts=list(flags.get("allow_host") or serve.allow_hosts),
         allow_origins=list(flags.get("allow_origin") or serve.allow_origins),
         otlp=pick("otlp", file.tracing.otlp),
         settings=settings,
     )
+
+
+def _resource_url(flag: str | None, served: str | None, configured: str | None) -> str | None:
+    """This server's resource URL: the flag, else `[serve] resource_url`, else `[auth] resource_url`
+    (the gateway's place); the two sections may not disagree."""
+    if flag:
+        return flag
+    if served and configured and served.rstrip("/") != configured.rstrip("/"):
+        raise UserError(
+            f"[serve] resource_url ({served!r}) and [auth] resource_url ({configured!r}) differ: keep one"
+        )
+    return served or configured
+
+
+def _names(audience: str | list[str], resource_url: str) -> bool:
+    """Whether the audience names the resource URL (a trailing slash aside)."""
+    wanted = resource_url.rstrip("/")
+    return any(a.rstrip("/") == wanted for a in ([audience] if isinstance(audience, str) else audience))
 
 
 _JWT_FLAGS = ("jwt_issuer", "jwt_audience", "jwt_key_file", "jwt_jwks_url", "jwt_algorithm")

@@ -79,6 +79,7 @@ from ..exceptions import MaitreError, UserError
 
 if TYPE_CHECKING:
     from ..config.schema import UpstreamConfig
+    from .token_exchange import TokenExchange
 
 __all__ = [
     "FileTokenStorage",
@@ -90,8 +91,10 @@ __all__ = [
     "client_credentials_auth",
     "default_token_dir",
     "sign_in",
+    "token_exchange",
     "token_file",
     "upstream_auth",
+    "upstream_options",
 ]
 
 logger = logging.getLogger("maitre.mcp.upstream_auth")
@@ -635,6 +638,52 @@ def authorization_code_auth(
     )
 
 
+def _secret(name: str, config: UpstreamConfig) -> str | None:
+    """`client_secret` with its `$VARS` expanded (a variable that is not set is a `UserError`)."""
+    if config.client_secret is None:
+        return None
+    unset = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", config.client_secret)
+    if unset is not None and unset.group(1) not in os.environ:
+        raise UserError(f"[mcp.upstreams.{name}] client_secret names ${unset.group(1)}, which is not set")
+    return os.path.expandvars(config.client_secret)
+
+
+def _private_key(name: str, config: UpstreamConfig) -> str | None:
+    if config.private_key_file is None:
+        return None
+    try:
+        return Path(config.private_key_file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"[mcp.upstreams.{name}] private_key_file: {exc.strerror}: {exc.filename}") from None
+
+
+def token_exchange(name: str, config: UpstreamConfig) -> TokenExchange:
+    """The RFC 8693 exchange `[mcp.upstreams.NAME] auth = "token_exchange"` configures.
+
+    The token is for `audience` and/or `resource` (default: the upstream's `url` as `resource`).
+    """
+    from .token_exchange import TokenExchange
+
+    if config.auth != "token_exchange" or config.url is None:
+        raise UserError(f'[mcp.upstreams.{name}] needs url and auth = "token_exchange"')
+    assert config.client_id is not None and config.issuer is not None  # the schema requires them
+    resource = config.resource
+    if resource is None and config.audience is None:
+        resource = config.url
+    return TokenExchange(
+        upstream=name,
+        issuer=config.issuer,
+        client_id=config.client_id,
+        client_secret=_secret(name, config),
+        private_key=_private_key(name, config),
+        auth_method=config.token_endpoint_auth_method,
+        token_endpoint=config.token_endpoint,
+        audience=config.audience,
+        resource=resource,
+        scopes=config.scopes,
+    )
+
+
 def upstream_auth(
     name: str,
     config: UpstreamConfig,
@@ -647,30 +696,24 @@ def upstream_auth(
     `$VARS` in `client_secret` expand here; `private_key_file` is read here. An
     `authorization_code` upstream uses the tokens `maitre mcp login NAME` cached (in
     `token_dir`, default `default_token_dir()`), unless `redirect` lets a person sign in now.
+    A `token_exchange` upstream's own connection (what `maitre mcp pin|check` and the gateway's
+    listing use) carries the gateway's client-credentials token; its tool calls carry each
+    caller's exchanged token instead (`upstream_options`).
     """
     if config.auth == "none":
         return None
     if config.url is None:
         raise UserError(f"[mcp.upstreams.{name}] auth = {config.auth!r} needs a url (stdio has no OAuth)")
-    secret = os.path.expandvars(config.client_secret) if config.client_secret is not None else None
-    unset = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", config.client_secret or "")
-    if unset is not None and unset.group(1) not in os.environ:
-        raise UserError(f"[mcp.upstreams.{name}] client_secret names ${unset.group(1)}, which is not set")
+    secret = _secret(name, config)
+    if config.auth == "token_exchange":
+        return token_exchange(name, config).service_auth()
     if config.auth == "client_credentials":
         assert config.client_id is not None  # the schema requires it
-        key = None
-        if config.private_key_file is not None:
-            try:
-                key = Path(config.private_key_file).read_text(encoding="utf-8")
-            except OSError as exc:
-                raise UserError(
-                    f"[mcp.upstreams.{name}] private_key_file: {exc.strerror}: {exc.filename}"
-                ) from None
         return client_credentials_auth(
             config.url,
             client_id=config.client_id,
             client_secret=secret,
-            private_key=key,
+            private_key=_private_key(name, config),
             issuer=config.issuer,
             scopes=config.scopes,
             token_endpoint_auth_method=config.token_endpoint_auth_method,
@@ -688,6 +731,39 @@ def upstream_auth(
         issuer=config.issuer,
         scopes=config.scopes,
     )
+
+
+def upstream_options(
+    name: str,
+    config: UpstreamConfig,
+    *,
+    token_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """`McpUpstream`'s keyword arguments for `[mcp.upstreams.NAME]`: how it is reached and whose
+    credential each call carries, and the operator's per-tool policy.
+
+    `headers` (`$VARS` expanded), `auth` (`upstream_auth`), `allow_loopback`, `allowed_hosts`,
+    `overrides` (`[mcp.upstreams.NAME.tools.TOOL]`, see `ToolOverrideConfig`) and, for
+    `auth = "token_exchange"`, `credential_for`: every tool call exchanges the caller's token
+    for one of its own (`maitre.mcp.token_exchange`); the upstream's own connection carries the
+    gateway's client-credentials token. In no mode does the caller's token reach the upstream:
+    `headers` come from the configuration only, and each auth flow sets the one `Authorization`
+    header it obtained.
+    """
+    options: dict[str, Any] = {
+        "headers": {key: os.path.expandvars(value) for key, value in config.headers.items()},
+        "allow_loopback": config.allow_loopback,
+        "allowed_hosts": list(config.allowed_hosts),
+        "overrides": {tool: override.metadata() for tool, override in config.tools.items()},
+        "auth": None,
+    }
+    if config.auth == "token_exchange":
+        exchange = token_exchange(name, config)
+        options["auth"] = exchange.service_auth()
+        options["credential_for"] = exchange.credential_for
+    elif config.auth != "none":
+        options["auth"] = upstream_auth(name, config, token_dir=token_dir)
+    return options
 
 
 async def sign_in(
