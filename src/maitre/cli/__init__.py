@@ -19,7 +19,7 @@ from pathlib import Path
 import typer
 
 from ..mcp.serve import serve_command
-from . import config_cmds, console_cmds, governance, memory, runs, tools_cmds
+from . import config_cmds, console_cmds, eval_cmds, governance, memory, runs, tools_cmds
 from .app import App, use_config
 from .demo import demo_command
 from .gateway_cmds import gateway_command
@@ -39,6 +39,7 @@ app.add_typer(mcp_app, name="mcp")
 app.add_typer(memory.app, name="memory")
 app.add_typer(config_cmds.app, name="config")
 app.add_typer(console_cmds.app, name="console")
+app.add_typer(eval_cmds.app, name="eval")
 app.command("serve")(serve_command)
 app.command("demo")(demo_command)
 app.command("gateway")(gateway_command)

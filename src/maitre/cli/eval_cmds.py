@@ -1,0 +1,216 @@
+"""`maitre eval CASES --agent FILE:FACTORY` and `maitre eval compare A.json B.json`.
+
+`maitre eval CASES ...` is `maitre eval run CASES ...`: the group runs its `run` command when the
+first word is not one of its commands, so seed 003's one-liner reads as it should while
+`compare` (and later ones) sit beside it. The evaluation itself is `maitre.evals`; this module
+parses, draws the progress bar on stderr, prints the summary and writes the report files.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import typer
+from typer.core import TyperGroup
+
+from .app import App, console, err
+from .errors import CommandError
+
+if TYPE_CHECKING:
+    from ..models.base import Model
+
+__all__ = ["app", "eval_compare", "eval_run", "model_factory"]
+
+EXIT_CODES = """Exit status: 0 every threshold met (or none set), 1 a threshold missed, 2 a usage error
+(a bad case file, an unknown metric, an agent that cannot be loaded)."""
+
+
+class _RunByDefault(TyperGroup):
+    """A group whose first word, when it names no command, is the `run` command's first argument."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+app = App(
+    cls=_RunByDefault,
+    help="Evaluate an agent on cases (maitre eval CASES --agent FILE:FACTORY), or compare two reports.\n\n"
+    + EXIT_CODES,
+)
+
+_BUILTIN_MODELS = ("test", "anthropic", "openai", "openai-compatible")
+
+
+def model_factory(spec: str | None) -> Callable[[], Model] | None:
+    """A fresh model per trial from `--model`, or None to keep the agent's own.
+
+    `test` is `maitre.testing.TestModel`; `anthropic[:MODEL]`, `openai[:MODEL]` and
+    `openai-compatible:URL[#MODEL]` are the adapters, as `maitre demo --model` names them; anything
+    else is `FILE.py:NAME` or `module:NAME` of a Model, or of a function that returns one (a
+    `ScriptedModel` with other rules, say).
+    """
+    if spec is None:
+        return None
+    kind = spec.partition(":")[0]
+    if kind == "test":
+        from ..testing import TestModel
+
+        return TestModel
+    if kind in _BUILTIN_MODELS:
+        from .demo import model_from_spec
+
+        model_from_spec(spec)  # refuse a missing key or extra now, before any trial runs
+        return lambda: model_from_spec(spec)
+    from ..models.base import Model
+    from .loader import load_object
+
+    target = load_object(spec)
+    if isinstance(target, Model):
+        return lambda: target
+    if callable(target):
+        return lambda: _model(target(), spec)
+    raise CommandError(f"--model {spec} is a {type(target).__name__}, not a Model", code=2)
+
+
+def _model(value: Any, spec: str) -> Model:
+    from ..models.base import Model
+
+    if not isinstance(value, Model):
+        raise CommandError(f"--model {spec} returned a {type(value).__name__}, not a Model", code=2)
+    return value
+
+
+def _agent_factory(spec: str) -> Callable[[Any], Any]:
+    from .loader import load_object
+
+    factory = load_object(spec)
+    if not callable(factory):
+        raise CommandError(
+            f"--agent {spec} is a {type(factory).__name__}; name a function that takes the stores and "
+            "returns an Agent",
+            code=2,
+        )
+    try:
+        takes_stores = bool(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        takes_stores = True
+    return factory if takes_stores else (lambda stores: factory())
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    err.print(f"wrote {path}", highlight=False, markup=False)
+
+
+@app.command("run")
+def eval_run(
+    cases: Path = typer.Argument(..., help="Cases: a .jsonl (JSON Lines) or .yaml file, seed 003's format"),
+    agent: str = typer.Option(
+        ...,
+        "--agent",
+        help="MODULE_OR_FILE:ATTR of a function(stores) -> Agent (as maitre runs resume takes)",
+    ),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="Replace the agent's model: test | anthropic[:M] | openai[:M] | openai-compatible:URL[#M] | "
+        "FILE:ATTR of a Model (default: the factory's own)",
+    ),
+    trials: int = typer.Option(
+        1, "--trials", "-k", min=1, max=100, help="Trials per case (pass^k for k=1..trials)"
+    ),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the JSON report here"),
+    html_out: Path | None = typer.Option(None, "--html", help="Write the HTML report here"),
+    threshold: list[str] = typer.Option(
+        [],
+        "--threshold",
+        help="METRIC=VALUE (in the metric's direction), METRIC>=VALUE or METRIC<=VALUE; repeatable",
+    ),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, max=64, help="Trials run at the same time"),
+) -> None:
+    """Run every case --trials times against the agent; print the summary, write the reports.
+
+    Metrics: pass_rate and pass^k (tau-bench), selection_precision/recall, argument_schema_valid,
+    argument_business_valid, argument_exact, error_rate, tool_error_rate, timeout_rate,
+    retries_per_call, approvals_per_trial, extra_calls_per_trial, extra_steps_per_trial,
+    trajectory_efficiency, tokens_per_trial, cost_usd, ...
+
+    Exit status: 0 every threshold met (or none set), 1 a threshold missed, 2 a usage error (a bad
+    case file, an unknown metric, an agent that cannot be loaded).
+    """
+    from ..evals import build_document, evaluate, load_cases, parse_threshold, run_eval
+    from ..evals.report import dumps, render_html, summary_tables
+    from ..progress import progress_bar
+
+    bars = [parse_threshold(t) for t in threshold]
+    loaded = load_cases(cases)
+    factory = _agent_factory(agent)
+    models = model_factory(model)
+    with progress_bar(f"{len(loaded)} cases x {trials}") as progress:
+        result = anyio.run(
+            lambda: run_eval(
+                loaded,
+                factory,
+                trials=trials,
+                model_factory=models,
+                concurrency=concurrency,
+                progress=progress,
+                agent_name=agent,
+                cases_file=str(cases),
+            )
+        )
+    document = build_document(result)
+    outcomes = evaluate(bars, document["metrics"])
+    document = build_document(result, outcomes)
+    console.print(summary_tables(document))
+    if json_out is not None:
+        _write(json_out, dumps(document))
+    if html_out is not None:
+        _write(html_out, render_html(document))
+    missed = [o for o in outcomes if not o.ok]
+    if missed:
+        err.print(
+            "threshold missed: "
+            + ", ".join(
+                f"{o.metric} {o.actual} (needs {o.threshold.op} {o.threshold.value:g})" for o in missed
+            ),
+            highlight=False,
+            markup=False,
+        )
+        raise typer.Exit(1)
+
+
+@app.command("compare")
+def eval_compare(
+    before: Path = typer.Argument(..., help="Report A (the baseline), written with --json"),
+    after: Path = typer.Argument(..., help="Report B (the new run)"),
+    tolerance: float = typer.Option(
+        0.0, "--tolerance", min=0.0, help="A change smaller than this is not a regression"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON"),
+    show_all: bool = typer.Option(False, "--all", help="List unchanged metrics and cases too"),
+) -> None:
+    """Show what regressed from report A to report B, per metric and per case.
+
+    Exit status: 0 no regression, 1 some metric or case regressed, 2 a usage error (a file that is
+    not a maitre eval report).
+    """
+    import json
+
+    from ..evals import compare_documents, load_document
+    from ..evals.report import comparison_tables
+
+    comparison = compare_documents(load_document(before), load_document(after), tolerance=tolerance)
+    if as_json:
+        typer.echo(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        console.print(comparison_tables(comparison, show_all=show_all))
+    if comparison.regressions:
+        raise typer.Exit(1)

@@ -1,0 +1,16 @@
+"""Reports of an evaluation: the versioned JSON document, the terminal summary, the HTML page."""
+
+from .document import SCHEMA, VERSION, build_document, dumps, load_document
+from .html import render_html
+from .terminal import comparison_tables, summary_tables
+
+__all__ = [
+    "SCHEMA",
+    "VERSION",
+    "build_document",
+    "comparison_tables",
+    "dumps",
+    "load_document",
+    "render_html",
+    "summary_tables",
+]
