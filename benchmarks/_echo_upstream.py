@@ -33,7 +33,7 @@ from typing import Any
 
 from maitre.mcp.testing import free_port
 
-__all__ = ["build_app", "echo_upstream", "serve", "stop_group"]
+__all__ = ["build_app", "echo_upstream", "pin", "serve", "stop_group"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -84,6 +84,12 @@ def stop_group(proc: subprocess.Popen[Any], *, grace_s: float = 10.0) -> None:
         proc.wait(timeout=5)
 
 
+def pin(pid: int, cpus: set[int]) -> None:
+    """Pin a freshly started process to `cpus`; what it starts afterwards inherits the mask."""
+    with contextlib.suppress(AttributeError, OSError):  # not Linux, or a CPU this machine lacks
+        os.sched_setaffinity(pid, cpus)
+
+
 @contextlib.contextmanager
 def echo_upstream(
     name: str = "up1",
@@ -92,8 +98,12 @@ def echo_upstream(
     decoy: bool = False,
     python: str = sys.executable,
     timeout_s: float = 30.0,
+    cpus: set[int] | None = None,
 ) -> Iterator[str]:
-    """Run the echo upstream in a subprocess (its own process group); yields its MCP URL."""
+    """Run the echo upstream in a subprocess (its own process group); yields its MCP URL.
+
+    `cpus` pins it (e.g. `{0}`, with the load generator on `{1}`), as `taskset` would.
+    """
     port = port or free_port()
     args = [python, str(HERE / "_echo_upstream.py"), str(port), name, *(["--decoy"] if decoy else [])]
     url = f"http://127.0.0.1:{port}/mcp"
@@ -103,6 +113,8 @@ def echo_upstream(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
         )
         try:
+            if cpus:
+                pin(proc.pid, cpus)
             deadline = time.monotonic() + timeout_s
             while True:
                 if proc.poll() is not None:

@@ -57,6 +57,8 @@ __all__ = [
     "LoadResult",
     "Target",
     "call_once",
+    "combine",
+    "header_value",
     "loadavg",
     "print_results",
     "run_load",
@@ -117,6 +119,8 @@ class LoadResult:
     """CPU time (user + system) the load generator itself used during the window."""
     loadavg_before: str
     loadavg_after: str
+    latencies_ms: list[float] = field(default_factory=list, repr=False)
+    """The OK calls' latencies, ascending (this module's generator only; wrk gives percentiles)."""
 
     @property
     def calls(self) -> int:
@@ -474,6 +478,41 @@ async def run_load(
         client_cpu_s=cpu1 - (cpu_window if warmup_s else cpu0),
         loadavg_before=before,
         loadavg_after=loadavg(),
+        latencies_ms=ordered,
+    )
+
+
+def combine(results: list[LoadResult], *, name: str | None = None) -> LoadResult:
+    """One row from several windows of the same target (e.g. rounds interleaved with other targets).
+
+    Counts, errors, seconds and CPU add up; percentiles are recomputed from all the latencies, so
+    only results of this module's generator combine (wrk's percentiles cannot be merged).
+    """
+    if not results:
+        raise ValueError("nothing to combine")
+    if any(r.generator != "asyncio" for r in results):
+        raise ValueError("only asyncio results keep their latencies; wrk percentiles cannot be merged")
+    ordered = sorted(x for r in results for x in r.latencies_ms)
+    errors: Counter[str] = Counter()
+    for r in results:
+        errors.update(r.errors)
+    first = results[0]
+    return LoadResult(
+        name=name or first.name,
+        generator=first.generator,
+        protocol=first.protocol,
+        concurrency=first.concurrency,
+        seconds=sum(r.seconds for r in results),
+        ok=sum(r.ok for r in results),
+        errors=dict(errors),
+        p50_ms=_percentile(ordered, 0.50),
+        p90_ms=_percentile(ordered, 0.90),
+        p99_ms=_percentile(ordered, 0.99),
+        max_ms=ordered[-1] if ordered else float("nan"),
+        client_cpu_s=sum(r.client_cpu_s for r in results),
+        loadavg_before=first.loadavg_before,
+        loadavg_after=results[-1].loadavg_after,
+        latencies_ms=ordered,
     )
 
 

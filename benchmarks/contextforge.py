@@ -30,8 +30,8 @@ as a skip instead of a traceback. This module runs only under `make bench`.
 The context manager is synchronous (it blocks for the ~10-20 s start-up); from async code, enter it
 in a thread or before the event loop starts.
 
-Self-test / one-off measurement: `python benchmarks/contextforge.py [--workers N] [--seconds S]`
-(echo upstream direct vs through ContextForge, same load generator, 8 clients).
+Self-test / one-off measurement: `python benchmarks/contextforge.py [--workers N] [--seconds S] [--wrk]`
+(echo upstream direct vs through ContextForge, same load generator, 8 clients; `--wrk`: wrk rows too).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ import httpx
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: `import _loadgen`
 
+from _echo_upstream import pin
 from _loadgen import Target, call_once
 
 from maitre.mcp.testing import free_port
@@ -394,8 +395,13 @@ def contextforge(
     venv: Path = VENV,
     python: str | None = None,
     start_timeout_s: float = 180.0,
+    cpus: set[int] | None = None,
 ) -> Iterator[ContextForge]:
-    """Run ContextForge in front of `upstream_url` (Streamable HTTP); see the module docstring."""
+    """Run ContextForge in front of `upstream_url` (Streamable HTTP); see the module docstring.
+
+    `workers`: uvicorn worker processes (give it the maitre gateway's count, for a fair row).
+    `cpus`: pin it and everything it starts (workers, helpers) to these CPUs.
+    """
     if not 1 <= workers <= 16:
         raise ValueError("workers must be 1..16")
     venv_python = ensure_installed(venv, python=python)
@@ -414,6 +420,8 @@ def contextforge(
                 args, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
+        if cpus:
+            pin(proc.pid, cpus)  # before it spawns its workers (the interpreter takes ~1 s to get there)
         base_url = f"http://127.0.0.1:{port}"
         _wait_healthy(proc, base_url, log_path, start_timeout_s)
         startup_s = time.monotonic() - started
@@ -449,12 +457,13 @@ def _demo() -> int:
     import asyncio
 
     from _echo_upstream import echo_upstream
-    from _loadgen import LoadResult, loadavg, print_results, run_load
+    from _loadgen import LoadResult, loadavg, print_results, run_load, run_wrk, wrk_available
 
     parser = argparse.ArgumentParser(description="echo upstream direct vs through ContextForge")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=12.0)
+    parser.add_argument("--wrk", action="store_true", help="also measure both with wrk")
     parser.add_argument("--venv", type=Path, default=VENV)
     parser.add_argument("--python", default=None, help="interpreter for a new venv (default: found)")
     options = parser.parse_args()
@@ -470,31 +479,26 @@ def _demo() -> int:
                     f"{cf.startup_s:.1f}s, tool {cf.tool_name}, {cf.url}",
                     file=sys.stderr,
                 )
-                results += [
-                    asyncio.run(
-                        run_load(
-                            Target(url=upstream, name="upstream direct"),
-                            concurrency=options.clients,
-                            duration_s=options.seconds,
+                direct = Target(url=upstream, name="upstream direct")
+                forged = Target(url=cf.url, tool=cf.tool_name, token=cf.token, name="via ContextForge")
+                for target in (direct, forged):
+                    load = run_load(target, concurrency=options.clients, duration_s=options.seconds)
+                    results.append(asyncio.run(load))
+                if options.wrk and wrk_available():
+                    for target in (direct, forged):
+                        results.append(
+                            run_wrk(target, concurrency=options.clients, duration_s=options.seconds)
                         )
-                    ),
-                    asyncio.run(
-                        run_load(
-                            Target(url=cf.url, tool=cf.tool_name, token=cf.token, name="via ContextForge"),
-                            concurrency=options.clients,
-                            duration_s=options.seconds,
-                        )
-                    ),
-                ]
                 port = cf.port
         except ContextForgeUnavailable as reason:
             print(f"ContextForge: skipped ({reason})")
             return 0
     print_results(results)
-    direct, forged = results
+    direct_row, forged_row = results[:2]
     print(
-        f"ContextForge / direct: {forged.rps / direct.rps:.3f}x req/s, p50 {forged.p50_ms / direct.p50_ms:.1f}x; "
-        f"load average before/after: {direct.loadavg_before} / {forged.loadavg_after}"
+        f"ContextForge / direct: {forged_row.rps / direct_row.rps:.3f}x req/s, "
+        f"p50 {forged_row.p50_ms / direct_row.p50_ms:.1f}x; "
+        f"load average before/after: {direct_row.loadavg_before} / {results[-1].loadavg_after}"
     )
     print(f"load average now: {loadavg()}; port {port} listening after exit: {_listening(port)}")
     print(json.dumps([r.as_dict() for r in results]), file=sys.stderr)
