@@ -1,0 +1,58 @@
+"""Routing (seed 002): does a request need the context, a lookup, or a tool?
+
+Every request falls in one of three piles - the answer is already in the context (CONTEXT), a
+stored fact will do (RETRIEVE), or a live system must answer or act (ACT) - and the two ways of
+getting it wrong do not cost the same: an over-call wastes ~560 ms, an under-call ships a wrong,
+confident answer. This package decides by expected cost:
+
+- `Router` - similarity to labelled examples (offline embeddings, or words), cue words and the
+  nearest tools of a `ToolIndex`, through a calibrated softmax; the decision minimises
+  `sum_t p(t) * cost[t][chosen]` under a `CostMatrix` (`SEED002_COSTS` by default).
+- `KeywordRouter` - seed 002's keyword baseline (12/18 on the seed's questions), to compare.
+- `route(request) -> Decision` - the default router, process-wide (what `maitre eval` calls).
+- `score(router, cases)` - accuracy, cost, over- and under-calls, confusion matrix.
+- `dev_requests()` - the 90-request development set the router is tuned on; seed 002's 18
+  questions are held out in `examples/router/seed002_heldout.jsonl`.
+
+Layer: a door. It imports the core (`maitre.embeddings`, ...) and the search door's public names.
+"""
+
+from .cost import SEED002_COSTS, CostMatrix
+from .data import (
+    RETRIEVAL_TAG,
+    CatalogueTool,
+    LabelledRequest,
+    default_catalogue,
+    dev_requests,
+    load_requests,
+    parse_requests,
+)
+from .keyword import ACT_WORDS, RETRIEVE_WORDS, KeywordRouter
+from .labels import ROUTES, Decision, Route
+from .router import RequestRouter, Router, default_router, route
+from .scoring import RoutingScore, score, score_decisions
+
+__all__ = [
+    "ACT_WORDS",
+    "CatalogueTool",
+    "CostMatrix",
+    "Decision",
+    "KeywordRouter",
+    "LabelledRequest",
+    "RETRIEVAL_TAG",
+    "RETRIEVE_WORDS",
+    "ROUTES",
+    "RequestRouter",
+    "Route",
+    "Router",
+    "RoutingScore",
+    "SEED002_COSTS",
+    "default_catalogue",
+    "default_router",
+    "dev_requests",
+    "load_requests",
+    "parse_requests",
+    "route",
+    "score",
+    "score_decisions",
+]
