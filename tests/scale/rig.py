@@ -37,7 +37,7 @@ with 404. maitre offers two answers, both in `haproxy_config`'s `legacy_sessions
   it; the price is no server-to-client requests, so an approval cannot be asked inline (the
   caller sees APPROVAL_REQUIRED and retries with the approval id, as a 2026-07-28 caller does).
 
-The test checks both against three replicas (`test_replica_kill.py`).
+`test_legacy_sessions.py` checks both, and that plain round robin over stateful replicas fails.
 """
 
 from __future__ import annotations
@@ -332,6 +332,9 @@ def replicas(
                 time.sleep(0.05)
         yield started
     finally:
+        for one in started.values():  # all at once: each takes a second or so to drain
+            if one.proc.poll() is None:
+                one.proc.terminate()
         for one in started.values():
             _stop(one.proc)
 
