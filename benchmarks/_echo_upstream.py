@@ -4,14 +4,17 @@ Why this server: it is the smallest real MCP server the official SDK (mcp 2.3.0)
 HTTP, stateless, plain JSON answers - so what a benchmark measures through a gateway is the
 gateway's cost, not the tool's. It answers 2025-11-25 and 2026-07-28 requests alike (no
 `initialize` needed). `echo(text)` returns `"<name>: <text>"`, which lets a load generator check
-that each answer is the answer to *its* call (a unique `text` per call comes back).
+that each answer is the answer to *its* call (a unique `text` per call comes back). The tools are
+annotated read-only (true of them), so a gateway that trusts the upstream's annotations lets them run
+without an approval.
 
 The access log is off and logging is at ERROR, so the upstream spends its CPU on calls; the same
 upstream process serves every row of a comparison (direct, maitre, ContextForge).
 
-- `python benchmarks/_echo_upstream.py PORT [NAME] [--decoy]`: serve on 127.0.0.1:PORT until
-  SIGTERM. `--decoy` adds a `fixed` tool that ignores its argument (for the load generator's
-  self-test: its answers must be counted as not echoed).
+- `python benchmarks/_echo_upstream.py PORT [NAME] [--decoy] [--stateful]`: serve on
+  127.0.0.1:PORT until SIGTERM. `--decoy` adds a `fixed` tool that ignores its argument (for the
+  load generator's self-test: its answers must be counted as not echoed); `--stateful` makes
+  2025-11-25 clients open a session first (to test the generator's session mode).
 - `echo_upstream(name)`: the same as a subprocess on a free port; yields `http://127.0.0.1:PORT/mcp`
   once it answers, and stops it (its whole process group) on exit.
 """
@@ -38,34 +41,45 @@ __all__ = ["build_app", "echo_upstream", "pin", "serve", "stop_group"]
 HERE = Path(__file__).resolve().parent
 
 
-def build_app(name: str, *, decoy: bool = False) -> Any:
-    """The Starlette app: `echo` (and with `decoy`, `fixed`) over stateless JSON Streamable HTTP."""
+def build_app(name: str, *, decoy: bool = False, stateful: bool = False) -> Any:
+    """The Starlette app: `echo` (and with `decoy`, `fixed`) over stateless JSON Streamable HTTP.
+
+    `stateful`: 2025-11-25 clients must open a session first (to test a client's session mode).
+    """
     from mcp.server import MCPServer
+    from mcp.types import ToolAnnotations
 
     server = MCPServer(name, log_level="ERROR")
+    # Honest hints: echo reads nothing and changes nothing. A gateway that trusts this upstream's
+    # annotations (maitre: `[gateway] trust_annotations`) then runs it without asking for approval.
+    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
-    @server.tool()
+    @server.tool(annotations=read_only)
     def echo(text: str) -> str:
         """Return the text unchanged, prefixed by the server name."""
         return f"{name}: {text}"
 
     if decoy:
 
-        @server.tool()
+        @server.tool(annotations=read_only)
         def fixed(text: str) -> str:
             """Return the same text whatever it is given (a tool that does not echo)."""
             return f"{name}: fixed"
 
-    return server.streamable_http_app(stateless_http=True, json_response=True)
+    return server.streamable_http_app(stateless_http=not stateful, json_response=True)
 
 
-def serve(port: int, name: str, *, decoy: bool = False) -> None:
+def serve(port: int, name: str, *, decoy: bool = False, stateful: bool = False) -> None:
     """Serve until SIGTERM/SIGINT, on 127.0.0.1 only."""
     import uvicorn
 
     logging.basicConfig(stream=sys.stderr, level=logging.ERROR)
     uvicorn.run(
-        build_app(name, decoy=decoy), host="127.0.0.1", port=port, log_level="error", access_log=False
+        build_app(name, decoy=decoy, stateful=stateful),
+        host="127.0.0.1",
+        port=port,
+        log_level="error",
+        access_log=False,
     )
 
 
@@ -96,6 +110,7 @@ def echo_upstream(
     *,
     port: int | None = None,
     decoy: bool = False,
+    stateful: bool = False,
     python: str = sys.executable,
     timeout_s: float = 30.0,
     cpus: set[int] | None = None,
@@ -105,7 +120,8 @@ def echo_upstream(
     `cpus` pins it (e.g. `{0}`, with the load generator on `{1}`), as `taskset` would.
     """
     port = port or free_port()
-    args = [python, str(HERE / "_echo_upstream.py"), str(port), name, *(["--decoy"] if decoy else [])]
+    args = [python, str(HERE / "_echo_upstream.py"), str(port), name]
+    args += [flag for flag, on in (("--decoy", decoy), ("--stateful", stateful)) if on]
     url = f"http://127.0.0.1:{port}/mcp"
     # stderr goes to a file, not a pipe nobody reads during the run (a full pipe would block it).
     with tempfile.TemporaryFile() as errors:
@@ -133,7 +149,9 @@ def echo_upstream(
 
 
 if __name__ == "__main__":
-    argv = [a for a in sys.argv[1:] if a != "--decoy"]
-    if not 1 <= len(argv) <= 2:
-        sys.exit("usage: _echo_upstream.py PORT [NAME] [--decoy]")
-    serve(int(argv[0]), argv[1] if len(argv) > 1 else f"echo-{argv[0]}", decoy="--decoy" in sys.argv[1:])
+    flags = {a for a in sys.argv[1:] if a.startswith("--")}
+    argv = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if not 1 <= len(argv) <= 2 or flags - {"--decoy", "--stateful"}:
+        sys.exit("usage: _echo_upstream.py PORT [NAME] [--decoy] [--stateful]")
+    name = argv[1] if len(argv) > 1 else f"echo-{argv[0]}"
+    serve(int(argv[0]), name, decoy="--decoy" in flags, stateful="--stateful" in flags)

@@ -92,6 +92,10 @@ class Target:
     """Other arguments, the same in every call."""
     name: str = ""
     """Row label (defaults to the URL)."""
+    session: bool = False
+    """2025-11-25 only: each worker opens a session (`initialize`, `notifications/initialized`) on
+    its first call and sends its `Mcp-Session-Id` with every call after, as an SDK client would -
+    for servers that keep 2025-11-25 sessions (maitre's unless `stateless_legacy`)."""
 
     @property
     def label(self) -> str:
@@ -236,6 +240,9 @@ class _RequestBuilder:
             raise ValueError(f"protocol must be {LEGACY} or {MODERN}")
         if target.argument in target.arguments:
             raise ValueError(f"{target.argument!r} is the unique argument; leave it out of arguments")
+        if target.session and target.protocol != LEGACY:
+            raise ValueError("sessions are a 2025-11-25 thing; 2026-07-28 is stateless")
+        self.session = target.session
         self.host = parts.hostname
         self.port = parts.port or 80
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -264,13 +271,50 @@ class _RequestBuilder:
             headers += ["Mcp-Method: tools/call", f"Mcp-Name: {header_value(target.tool)}"]
         if target.token:
             headers.append(f"Authorization: Bearer {target.token}")
-        self._head = ("\r\n".join(headers) + "\r\nContent-Length: ").encode()
+        self._head_base = "\r\n".join(headers) + "\r\n"
+        self.head = self.head_for("")
 
-    def build(self, call_id: int, value: str) -> bytes:
+    def head_for(self, session_id: str) -> bytes:
+        """The request head up to `Content-Length: `, with the session's header when there is one."""
+        session = f"Mcp-Session-Id: {session_id}\r\n" if session_id else ""
+        return (self._head_base + session + "Content-Length: ").encode()
+
+    def build(self, call_id: int, value: str, head: bytes | None = None) -> bytes:
         """The full request for one call; `value` must be JSON-safe ASCII (the generator's own ids are)."""
         head_id, mid, tail = self._body
         body = b"".join((head_id, str(call_id).encode(), mid, b'"', value.encode(), b'"', tail))
-        return b"".join((self._head, str(len(body)).encode(), b"\r\n\r\n", body))
+        return b"".join((head or self.head, str(len(body)).encode(), b"\r\n\r\n", body))
+
+    @staticmethod
+    def message(head: bytes, message: dict[str, Any]) -> bytes:
+        body = json.dumps(message, separators=(",", ":")).encode()
+        return b"".join((head, str(len(body)).encode(), b"\r\n\r\n", body))
+
+    async def open_session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+        """`initialize` + `notifications/initialized` on this connection; the head to send calls with."""
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY,
+                "capabilities": {},
+                "clientInfo": {"name": "maitre-loadgen", "version": "1"},
+            },
+        }
+        writer.write(self.message(self.head, init))
+        status, headers, body = await _read_answer(reader)
+        if status != 200:
+            raise _Failed(f"initialize_http_{status}")
+        answer = _message(headers, body, 0)
+        if not isinstance(answer, dict) or "result" not in answer:
+            raise _Failed("initialize_error")
+        head = self.head_for(headers.get(b"mcp-session-id", b"").decode("ascii", "replace"))
+        writer.write(self.message(head, {"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        status, _, _ = await _read_answer(reader)
+        if status not in (200, 202):
+            raise _Failed(f"initialized_http_{status}")
+        return head
 
 
 # -- reading and judging answers --------------------------------------------------------------------
@@ -385,6 +429,7 @@ class _Window:
 async def _worker(index: int, builder: _RequestBuilder, window: _Window, timeout_s: float) -> None:
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
+    head: bytes | None = None if builder.session else builder.head  # None: open a session first
     seq = 0
     try:
         while True:
@@ -406,11 +451,15 @@ async def _worker(index: int, builder: _RequestBuilder, window: _Window, timeout
                         except OSError:
                             raise _Failed("connect") from None
                     assert reader is not None
-                    writer.write(builder.build(call_id, value))
+                    if head is None:
+                        head = await builder.open_session(reader, writer)
+                    writer.write(builder.build(call_id, value, head))
                     status, headers, body = await _read_answer(reader)
                 if headers.get(b"connection", b"").lower() == b"close":
                     writer.close()
                     writer = None
+                if status == 404 and builder.session:
+                    head = None  # the server forgot the session: open a new one next call
                 _judge(status, headers, body, call_id, value)
             except _Failed as failed:
                 kind = failed.kind
@@ -523,7 +572,8 @@ async def _call_once(target: Target, timeout_s: float) -> str | None:
         async with asyncio.timeout(timeout_s):
             reader, writer = await asyncio.open_connection(builder.host, builder.port, limit=_READ_LIMIT)
             try:
-                writer.write(builder.build(1, value))
+                head = await builder.open_session(reader, writer) if builder.session else builder.head
+                writer.write(builder.build(1, value, head))
                 status, headers, body = await _read_answer(reader)
             finally:
                 writer.close()
@@ -772,6 +822,13 @@ def _self_test() -> int:
         )
         results.append(r)
         expect(f"count bound: exactly 500 calls ({r.calls})", r.calls == 500 and r.ok == 500)
+        both, (a, b) = combine(results[:2], name="both protocols"), results[:2]
+        expect(
+            f"combine: counts add up, p50 from all latencies ({a.p50_ms:.2f} / {b.p50_ms:.2f} -> {both.p50_ms:.2f})",
+            both.ok == a.ok + b.ok
+            and len(both.latencies_ms) == both.ok
+            and min(a.p50_ms, b.p50_ms) <= both.p50_ms <= max(a.p50_ms, b.p50_ms),
+        )
         r = asyncio.run(
             run_load(Target(url=url, tool="fixed", name="decoy (must fail)"), duration_s=1, warmup_s=0)
         )
@@ -797,6 +854,14 @@ def _self_test() -> int:
             )
         else:
             print("  skip wrk: not installed (apt-get install -y wrk)", file=sys.stderr)
+    with echo_upstream("up2", stateful=True) as url2:
+        expect("stateful server: a sessionless call is refused", call_once(Target(url=url2)) == "http_400")
+        expect(
+            "stateful server: a call in a session works", call_once(Target(url=url2, session=True)) is None
+        )
+        r = asyncio.run(run_load(Target(url=url2, session=True, name="stateful, sessions"), duration_s=2))
+        results.append(r)
+        expect(f"stateful server: every session call OK ({r.ok} ok, {r.errors})", r.ok > 50 and not r.errors)
     port = int(urlsplit(url).port or 0)
     r = asyncio.run(
         run_load(Target(url=f"http://127.0.0.1:{port}/mcp", name="closed port"), duration_s=0.5, warmup_s=0)
