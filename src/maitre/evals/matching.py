@@ -455,17 +455,18 @@ def chosen_tools(calls: Sequence[CallRecord], case: EvalCase) -> list[str]:
     return seen
 
 
-def _label(tool: str, case: EvalCase) -> str:
-    """A chosen tool under the name the case uses for it (so `shop.get_order` counts as `get_order`)."""
-    for wanted in [e.tool for e in case.expected_calls] + list(case.forbidden_tools):
-        if tool_matches(tool, wanted):
-            return wanted
-    return tool
+def _label(tool: str, names: Sequence[str]) -> str:
+    """A chosen tool under the name a case uses for it (so `shop.get_order` counts as `get_order`)."""
+    return next((wanted for wanted in names if tool_matches(tool, wanted)), tool)
 
 
-def selection_sets(calls: Sequence[CallRecord], case: EvalCase) -> tuple[set[str], set[str]]:
-    """(chosen, expected) tool names, both under the case's names: what precision and recall count."""
-    chosen = {_label(t, case) for t in chosen_tools(calls, case)}
+def selection_sets(
+    calls: Sequence[CallRecord], case: EvalCase, *, names: Sequence[str] = ()
+) -> tuple[set[str], set[str]]:
+    """(chosen, expected) tool names, both under the case's names (or, for a tool the case does not
+    name, under one of `names`): what precision, recall and the confusion matrix count."""
+    known = [e.tool for e in case.expected_calls] + list(case.forbidden_tools) + list(names)
+    chosen = {_label(t, known) for t in chosen_tools(calls, case)}
     return chosen, {e.tool for e in case.expected_calls}
 
 

@@ -245,13 +245,15 @@ def confusion(pairs: Iterable[tuple[EvalCase, TrialRecord]]) -> dict[tuple[str, 
     A tool both expected and chosen counts on the diagonal. Then, per trial, each expected tool
     not chosen is paired with a chosen tool not expected (in name order): that is the confusion a
     person wants to see ("asked for status, called create_ticket_draft"). What is left over pairs
-    with `(none)`: an expected tool nothing replaced, a tool chosen unasked.
+    with `(none)`: an expected tool nothing replaced, a tool chosen unasked. A chosen tool goes by
+    the name any case expects it under (`support.search_kb` as `search_kb`), so each tool has one
+    row and one column.
     """
     counts: Counter[tuple[str, str]] = Counter()
-    for case, trial in pairs:
-        if not case.scores_selection:
-            continue
-        chosen, expected = selection_sets(trial.calls, case)
+    scored = [(case, trial) for case, trial in pairs if case.scores_selection]
+    names = sorted({e.tool for case, _ in scored for e in case.expected_calls}, key=lambda n: (-len(n), n))
+    for case, trial in scored:
+        chosen, expected = selection_sets(trial.calls, case, names=names)
         for tool in sorted(chosen & expected):
             counts[(tool, tool)] += 1
         missed, extra = sorted(expected - chosen), sorted(chosen - expected)

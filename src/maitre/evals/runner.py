@@ -102,10 +102,16 @@ async def run_eval(
         done += 1
         report(progress, done, total)
 
-    async with anyio.create_task_group() as group:
-        for case in cases:
-            for index in range(trials):
-                group.start_soon(one, case, index)
+    try:
+        async with anyio.create_task_group() as group:
+            for case in cases:
+                for index in range(trials):
+                    group.start_soon(one, case, index)
+    except ExceptionGroup as failed:  # a usage error stops every trial: raise it, not the group
+        usage = next((e for e in _leaves(failed) if isinstance(e, UserError)), None)
+        if usage is not None:
+            raise usage from None
+        raise
     return EvalResult(
         cases=list(cases),
         trials={key: [r for r in records if r is not None] for key, records in slots.items()},
@@ -116,6 +122,13 @@ async def run_eval(
         started_at=started,
         elapsed_s=time.perf_counter() - clock,
     )
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return found
 
 
 async def run_trial(
