@@ -82,14 +82,22 @@ def test_2025_11_25_sessions_need_stickiness_or_stateless_legacy(tmp_path: Path)
         ) as upstream_url,
     ):
         anyio.run(rig.pin_upstream, lockfile, "ledger", upstream_url)
-        common = {"stores": rig.stores_url(schema), "upstream_url": upstream_url, "rate_limits": None}
         for folder in (stateful, stateless):
             (folder / lockfile.name).write_text(lockfile.read_text())
+
+        def config(folder: Path, *, stateless_legacy: bool) -> Path:
+            return rig.write_gateway_config(
+                folder,
+                stores=rig.stores_url(schema),
+                upstream_url=upstream_url,
+                lockfile=folder / lockfile.name,
+                rate_limits=None,
+                stateless_legacy=stateless_legacy,
+            )
+
         configs = {
-            "a1": rig.write_gateway_config(stateful, lockfile=stateful / lockfile.name, **common),
-            "b1": rig.write_gateway_config(
-                stateless, lockfile=stateless / lockfile.name, stateless_legacy=True, **common
-            ),
+            "a1": config(stateful, stateless_legacy=False),
+            "b1": config(stateless, stateless_legacy=True),
         }
         configs["a2"], configs["b2"] = configs["a1"], configs["b1"]
         ports = dict(zip(["a1", "a2", "b1", "b2"], free[:4], strict=True))
