@@ -139,6 +139,13 @@ class UpstreamSilent(RuntimeError):
 
 
 @dataclass
+class _Listening:
+    """Whether an upstream's `subscriptions/listen` stream is open (then its lists are not polled)."""
+
+    now: bool = False
+
+
+@dataclass
 class _Listing:
     """What one upstream offers of one kind, after the scan: the gateway's items and the upstream
     names (prompt names, URIs) they came from."""
@@ -209,21 +216,28 @@ class Federation:
                 logger.exception("a list-changed listener failed")
 
     async def watch(self, namespace: str, upstream: McpUpstream) -> None:
-        """Follow `namespace`'s resource and prompt lists while it is up; return never, raise
-        `UpstreamSilent` when it stops answering.
+        """Follow `namespace` while it is up; return never, raise `UpstreamSilent` when it stops
+        answering.
 
-        A 2026-07-28 upstream is followed on a `subscriptions/listen` stream; a 2025-11-25 one (or
-        one whose stream ended) is checked and listed again every `poll_s`.
+        Every `poll_s` the upstream is asked something (its tools): two rounds in a row without an
+        answer raise. Its resource and prompt lists are followed on a `subscriptions/listen`
+        stream (2026-07-28), or, without one (2025-11-25, or the stream ended), listed again every
+        `poll_s`, a difference announced.
         """
+        listening = _Listening()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._listen_logged, namespace, upstream, listening)
+            await self._poll(namespace, upstream, listening)
+
+    async def _listen_logged(self, namespace: str, upstream: McpUpstream, listening: _Listening) -> None:
         try:
-            await self._listen(namespace, upstream)
+            await self._listen(namespace, upstream, listening)
         except Exception as exc:
             logger.info(
                 "upstream %s: resource/prompt change stream ended (%s)", namespace, type(exc).__name__
             )
-        await self._poll(namespace, upstream)
 
-    async def _listen(self, namespace: str, upstream: McpUpstream) -> None:
+    async def _listen(self, namespace: str, upstream: McpUpstream, listening: _Listening) -> None:
         async with upstream.session() as client:
             if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
                 return
@@ -235,6 +249,7 @@ class Federation:
                     resources_list_changed=caps.resources is not None,
                     prompts_list_changed=caps.prompts is not None,
                 ) as events:
+                    listening.now = True
                     async for event in events:
                         if isinstance(event, ResourcesListChanged):
                             self.changed(namespace, ("resources", "templates"))
@@ -242,14 +257,16 @@ class Federation:
                             self.changed(namespace, ("prompts",))
             except ListenNotSupportedError:
                 return
+            finally:
+                listening.now = False
+        # The stream ended: a change may have been missed, and from now on the poll lists.
+        self.changed(namespace)
 
-    async def _poll(self, namespace: str, upstream: McpUpstream) -> None:
-        """Every `poll_s`: ask the upstream something (its tools), and list its resources and
-        prompts again, announcing a difference. Two rounds in a row without an answer raise
-        `UpstreamSilent`: the gateway then takes the upstream down and tries it again."""
+    async def _poll(self, namespace: str, upstream: McpUpstream, listening: _Listening) -> None:
         seen: dict[Kind, str] = {}
         silent = 0
         while True:
+            await anyio.sleep(max(self.poll_s, 0.05))
             try:
                 with anyio.fail_after(self.list_timeout_s):
                     async with upstream.session() as client:
@@ -260,22 +277,21 @@ class Federation:
                 logger.info("upstream %s: no answer to a check (%s)", namespace, type(exc).__name__)
                 if silent >= 2:
                     raise UpstreamSilent(f"no answer to two checks {self.poll_s:g} s apart") from exc
-            if not silent:
-                for kind in _KINDS:
-                    try:
-                        with anyio.fail_after(self.list_timeout_s):
-                            listing = await self._fetch(namespace, upstream, kind)
-                    except Exception as exc:
-                        logger.info(
-                            "upstream %s: listing %s failed (%s)", namespace, kind, type(exc).__name__
-                        )
-                        continue
-                    fingerprint = listing.fingerprint()
-                    if kind in seen and seen[kind] != fingerprint:
-                        self.changed(namespace, (kind,))
-                    seen[kind] = fingerprint
-                    self._listings.setdefault((namespace, kind), listing)
-            await anyio.sleep(max(self.poll_s, 0.05))
+                continue
+            if listening.now:
+                continue
+            for kind in _KINDS:
+                try:
+                    with anyio.fail_after(self.list_timeout_s):
+                        listing = await self._fetch(namespace, upstream, kind)
+                except Exception as exc:
+                    logger.info("upstream %s: listing %s failed (%s)", namespace, kind, type(exc).__name__)
+                    continue
+                fingerprint = listing.fingerprint()
+                if kind in seen and seen[kind] != fingerprint:
+                    self.changed(namespace, (kind,))
+                seen[kind] = fingerprint
+                self._listings.setdefault((namespace, kind), listing)
 
     # -- listing --------------------------------------------------------------------------------------
 
