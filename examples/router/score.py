@@ -55,29 +55,33 @@ def argmax(found: list[Decision]) -> list[Decision]:
     return [Decision(request=d.request, label=d.most_probable) for d in found]
 
 
-def rows() -> list[tuple[str, str, RoutingScore]]:
+def learned_routers() -> list[tuple[str, Router]]:
+    found: list[tuple[str, Router]] = []
+    if not missing_embedding_packages():
+        found.append(("learned, by meaning", Router()))
+    found.append(("learned, by words", Router(embedder=None)))
+    return found
+
+
+def rows(learned: list[tuple[str, Router]]) -> list[tuple[str, str, RoutingScore]]:
     out: list[tuple[str, str, RoutingScore]] = []
     keyword = KeywordRouter()
     for set_name in SETS:
         out.append(
             ("keyword (seed 002)", set_name, score_decisions(cases(set_name), decisions(keyword, set_name)))
         )
-    learned: list[tuple[str, Router]] = []
-    if not missing_embedding_packages():
-        learned.append(("learned, by meaning", Router()))
-    learned.append(("learned, by words", Router(embedder=None)))
     for name, router in learned:
         for set_name in SETS:
             found = decisions(router, set_name)
             out.append((name, set_name, score_decisions(cases(set_name), found)))
             out.append((name + ", argmax", set_name, score_decisions(cases(set_name), argmax(found))))
-        router.close()
     return out
 
 
 def main() -> int:
+    learned = learned_routers()
     print(f"{'router':32} {'set':8} {'accuracy':>15} {'cost':>7} {'over':>5} {'under':>6}")
-    for name, set_name, s in rows():
+    for name, set_name, s in rows(learned):
         label = set_name + ("*" if set_name == "dev" and name.startswith("learned") else "")
         accuracy = f"{s.correct}/{s.total} {100 * s.accuracy:5.1f}%"
         print(f"{name:32} {label:8} {accuracy:>15} {s.cost:7.1f} {s.over_calls:5} {s.under_calls:6}")
@@ -86,14 +90,15 @@ def main() -> int:
     )
     print("  argmax: the same probabilities, choosing the most probable route instead of the cheapest.")
     print()
-    keyword, learned = KeywordRouter(), Router()
+    keyword, (_, best) = KeywordRouter(), learned[0]
     print(f"{'question':46} {'truth':9} {'keyword':9} {'learned':9} p(C/R/A)")
     for case in cases("seed002"):
-        k, d = keyword.route(case.request), learned.route(case.request)
+        k, d = keyword.route(case.request), best.route(case.request)
         p = "/".join(f"{d.probabilities[r]:.2f}" for r in d.probabilities)
         mark = "" if k.label == case.label else "  <- keyword wrong"
         print(f"{case.request:46} {case.label.value:9} {k.label.value:9} {d.label.value:9} {p}{mark}")
-    learned.close()
+    for _, router in learned:
+        router.close()
     return 0
 
 

@@ -161,3 +161,36 @@ def test_a_router_needs_examples_of_every_route() -> None:
     few = [LabelledRequest(request=f"q{i}", label=Route.ACT) for i in range(20)]
     with pytest.raises(UserError, match="at least 5 labelled examples of each route"):
         Router(examples=few, embedder=None)
+
+
+class _CountingEmbedder:
+    """A bag-of-words embedder (tests only) that counts the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.inner = embeddings.HashingEmbedder()
+        self.texts: list[str] = []
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: list[str]):  # type: ignore[no-untyped-def]
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+    def embed_query(self, text: str):  # type: ignore[no-untyped-def]
+        return self.embed([text])[0]
+
+
+def test_any_embedder_can_be_given_and_each_request_is_embedded_once() -> None:
+    counting = _CountingEmbedder()
+    router = Router(embedder=counting)
+    try:
+        assert router.mode == "meaning"
+        before = len(counting.texts)
+        decision = router.route("Cancel my dentist appointment on Thursday.")
+        assert counting.texts[before:] == ["Cancel my dentist appointment on Thursday."]
+        assert decision.label is Route.ACT
+        assert "tools" in decision.evidence  # the tool index ran on the same (remembered) vector
+    finally:
+        router.close()

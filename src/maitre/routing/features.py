@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -36,6 +37,7 @@ __all__ = [
     "ExampleSpace",
     "FEATURE_NAMES",
     "NEIGHBOURS",
+    "RecentEmbeddings",
     "ToolEvidence",
     "Vectoriser",
     "WordVectoriser",
@@ -101,6 +103,44 @@ class WordVectoriser:
         norms[norms == 0] = 1.0
         result: NDArray[np.float32] = out / norms
         return result
+
+
+class RecentEmbeddings:
+    """An `Embedder` that remembers the last few single texts it embedded.
+
+    A request is embedded twice per decision - once against the examples, once by the tool index -
+    and the model call is most of the router's latency (~8 ms each on a busy host), so the second
+    asks this instead. Thread-safe; batches of several texts pass straight through.
+    """
+
+    def __init__(self, embedder: Embedder, size: int = 64) -> None:
+        self._embedder = embedder
+        self._size = size
+        self._recent: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.name = f"recent({getattr(embedder, 'name', type(embedder).__name__)})"
+
+    @property
+    def dim(self) -> int:
+        return self._embedder.dim
+
+    def embed(self, texts: list[str]) -> NDArray[np.float32]:
+        if len(texts) != 1:
+            return self._embedder.embed(texts)
+        return self.embed_query(texts[0])[None, :]
+
+    def embed_query(self, text: str) -> NDArray[np.float32]:
+        with self._lock:
+            known = self._recent.get(text)
+            if known is not None:
+                self._recent.move_to_end(text)
+                return known
+        vector: NDArray[np.float32] = self._embedder.embed([text])[0]
+        with self._lock:
+            self._recent[text] = vector
+            while len(self._recent) > self._size:
+                self._recent.popitem(last=False)
+        return vector
 
 
 class EmbeddingVectoriser:

@@ -32,6 +32,7 @@ from .features import (
     FEATURE_NAMES,
     EmbeddingVectoriser,
     ExampleSpace,
+    RecentEmbeddings,
     ToolEvidence,
     WordVectoriser,
     cue_counts,
@@ -124,12 +125,13 @@ class Router:
         self.costs = costs
         self.use_cues = cues
         self.embedder = _resolve_embedder(embedder)
+        shared = RecentEmbeddings(self.embedder) if self.embedder is not None else None
         texts = [e.request for e in self.examples]
         labels = [e.label for e in self.examples]
-        vectoriser = EmbeddingVectoriser(self.embedder) if self.embedder else WordVectoriser(texts)
+        vectoriser = EmbeddingVectoriser(shared) if shared is not None else WordVectoriser(texts)
         self.space = ExampleSpace(texts, labels, vectoriser)
         catalogue = _catalogue_from(tools)
-        self.tools = ToolEvidence(catalogue, self.embedder) if catalogue else None
+        self.tools = ToolEvidence(catalogue, shared) if catalogue else None
         self.model, self.calibration = self._tune(texts, labels)
 
     @property
