@@ -194,3 +194,34 @@ def test_any_embedder_can_be_given_and_each_request_is_embedded_once() -> None:
         assert "tools" in decision.evidence  # the tool index ran on the same (remembered) vector
     finally:
         router.close()
+
+
+@needs_minilm
+def test_a_toolbox_of_ones_own_is_the_tool_evidence() -> None:
+    """A read tool tagged "retrieval" looks up stored facts; every other tool is live or effectful.
+    (By meaning: BM25 over a catalogue of two tools gives every word an idf of about 0.)"""
+    from maitre import Toolbox
+
+    box = Toolbox()
+
+    @box.tool(tags=("retrieval",))
+    def search_wiki(query: str) -> str:
+        """Search the engineering wiki: runbooks, design docs, postmortems."""
+        return ""
+
+    @box.tool(effect="write")
+    def page_oncall(message: str) -> str:
+        """Page the on-call engineer with a message."""
+        return ""
+
+    router = Router(tools=box)
+    try:
+        assert router.tools is not None
+        kinds = {name: (tool.kind, tool.effect) for name, tool in router.tools.catalogue.items()}
+        assert kinds == {"search_wiki": ("stored", "read"), "page_oncall": ("live", "write")}
+        d = router.route("Page the on-call engineer about the outage.")
+        assert d.label is Route.ACT
+        assert d.evidence["tools"]["live"]["name"] == "page_oncall"
+        assert "nearest live tool page_oncall (write" in d.reason
+    finally:
+        router.close()

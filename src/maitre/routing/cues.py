@@ -129,10 +129,16 @@ CUES: tuple[Cue, ...] = (
 """Every cue, grouped by route in `ROUTES` order."""
 
 
+_MAX_CHARS = 2000
+"""Cues look at the start of a request only: a request is a sentence or two, and the two shapes
+with `.+` backtrack quadratically on a pasted novel."""
+
+
 def cue_hits(request: str) -> dict[Route, list[str]]:
     """The names of the cues that fire on `request`, per route (every route present, maybe empty)."""
     hits: dict[Route, list[str]] = {route: [] for route in ROUTES}
+    text = request[:_MAX_CHARS]
     for cue in CUES:
-        if cue.pattern.search(request):
+        if cue.pattern.search(text):
             hits[cue.route].append(cue.name)
     return hits
