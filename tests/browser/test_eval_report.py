@@ -3,6 +3,7 @@ text and model output inside it stay text - nothing runs, nothing is fetched - w
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,9 @@ from .conftest import ARTEFACTS
 
 def test_the_report_renders_and_no_hostile_text_runs(browser: Any, tmp_path: Path) -> None:
     report = tmp_path / "report.html"
-    report.write_text(render_html(hostile_document()), encoding="utf-8")
+    with ThreadPoolExecutor(1) as worker:  # Playwright's sync API holds this thread's event loop
+        document = worker.submit(hostile_document).result(timeout=60)
+    report.write_text(render_html(document), encoding="utf-8")
     context = browser.new_context(java_script_enabled=True)
     page = context.new_page()
     requests: list[str] = []
@@ -25,7 +28,7 @@ def test_the_report_renders_and_no_hostile_text_runs(browser: Any, tmp_path: Pat
     page.on("console", lambda message: violations.append(message.text))
     try:
         page.goto(report.as_uri())
-        assert page.title().startswith("maitre eval - ") and "pwned" not in page.title()
+        assert page.title() == f"maitre eval - {SCRIPT}"  # the file name, as text: no script set it
         assert requests == [report.as_uri()]  # the page itself, and nothing else
         assert dialogs == []
         assert page.evaluate("document.querySelectorAll('script, img, iframe, object, embed').length") == 0
@@ -41,7 +44,7 @@ def test_the_report_renders_and_no_hostile_text_runs(browser: Any, tmp_path: Pat
         assert box is not None and box["width"] > 300 and box["height"] > 100
         ARTEFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTEFACTS / "eval-report.png"), full_page=True)
-        assert page.title().startswith("maitre eval - ")  # still: no script changed it after load
+        assert page.title() == f"maitre eval - {SCRIPT}"  # still: no script changed it after load
         assert not [v for v in violations if "pwned" in v]
     finally:
         context.close()

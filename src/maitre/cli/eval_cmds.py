@@ -23,7 +23,7 @@ from .errors import CommandError
 if TYPE_CHECKING:
     from ..models.base import Model
 
-__all__ = ["app", "eval_compare", "eval_run", "model_factory"]
+__all__ = ["EXIT_CODES", "app", "eval_compare", "eval_run", "model_factory"]
 
 EXIT_CODES = """Exit status: 0 every threshold met (or none set), 1 a threshold missed, 2 a usage error
 (a bad case file, an unknown metric, an agent that cannot be loaded)."""

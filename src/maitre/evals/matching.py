@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from .cases import EvalCase
 
 __all__ = [
-    "OPERATORS",
     "Mismatch",
+    "OPERATORS",
     "argument_results",
     "check_spec",
     "check_trial",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["RUNTIME_TOOLS", "CallRecord", "Check", "TrialRecord", "tool_matches"]
+__all__ = ["CallRecord", "Check", "RUNTIME_TOOLS", "TrialRecord", "tool_matches"]
 
 RUNTIME_TOOLS = frozenset({"write_notes", "read_notes", "search_tools", "read_result"})
 """Tools maitre itself gives a run (working notes, tool search, paging a cut result). They count as

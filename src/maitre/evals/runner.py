@@ -40,7 +40,16 @@ if TYPE_CHECKING:
     from ..stores import Stores
     from .cases import EvalCase
 
-__all__ = ["APPROVER", "MAX_RESUMES", "AgentFactory", "EvalResult", "ModelFactory", "run_eval", "run_trial"]
+__all__ = [
+    "APPROVER",
+    "AgentFactory",
+    "EvalResult",
+    "MAX_RESUMES",
+    "ModelFactory",
+    "calls_of",
+    "run_eval",
+    "run_trial",
+]
 
 AgentFactory = Callable[["Stores"], Agent]
 """`factory(stores) -> Agent`: builds the agent under test on the stores it is given."""

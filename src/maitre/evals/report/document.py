@@ -13,7 +13,7 @@ or removed:
      "error_codes": {CODE: count},
      "confusion": [{"expected": TOOL, "chosen": TOOL, "count": n}],   # "(none)" for nothing
      "thresholds": [{"metric", "op", "value", "actual", "ok"}],
-     "cases": [{"id", "source", "input", "tags", "expectation": {...the case's fields...},
+     "cases": [{"id", "source", "input", "tags", "expectation": {...the fields the case sets...},
                 "passed", "trials", "pass_hat_k", "metrics": {...}, "minimum_calls", "minimum_steps",
                 "runs": [TrialRecord.to_dict()]}]}
 """
@@ -73,7 +73,9 @@ def build_document(result: EvalResult, thresholds: list[ThresholdResult] | None 
                 "source": case.source,
                 "input": case.input,
                 "tags": list(case.tags),
-                "expectation": case.model_dump(mode="json", exclude={"id", "input", "source", "tags"}),
+                "expectation": case.model_dump(
+                    mode="json", exclude={"id", "input", "source", "tags"}, exclude_defaults=True
+                ),
                 "passed": passed,
                 "trials": len(runs),
                 "pass_hat_k": {str(k): _round(v) for k, v in case_hats.items()},

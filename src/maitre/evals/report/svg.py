@@ -86,7 +86,7 @@ def confusion_matrix(
 ) -> str:
     """Rows: the tool a case expected; columns: the tool the model chose; cells: trials."""
     cell, label_w, head_h = 44, 190, 130
-    width = label_w + cell * len(chosen) + 10
+    width = label_w + cell * len(chosen) + 110  # room for the last rotated column label
     height = head_h + cell * len(expected) + 10
     top = max(counts.values(), default=1)
     parts = [
@@ -131,7 +131,7 @@ def grouped_bars(rows: Sequence[tuple[str, float, float, float, float]]) -> str:
     top = max((max(r[1:]) for r in rows), default=1.0) or 1.0
     height = 40 + len(rows) * row_h
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{label_w + plot_w + 150}" height="{height}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{label_w + plot_w + 260}" height="{height}" '
         f'aria-label="trajectory lengths" {_FONT}>',
         "<title>trajectory lengths: calls and steps against the minimum</title>",
         f'<rect x="{label_w}" y="4" width="10" height="8" fill="{_BAR}"/><text x="{label_w + 14}" y="12">calls</text>',
