@@ -36,6 +36,7 @@ from maitre.mcp.testing import bearer_client, raw_request
 from maitre.mcp.token_exchange import TokenExchange
 from maitre.mcp.transports import running_http
 from maitre.mcp.upstream_auth import upstream_options
+from maitre.stores import MemoryStores
 
 pytestmark = pytest.mark.anyio
 
@@ -86,12 +87,15 @@ def exchange_config(idp: IdP, upstream: Upstream, **changes: Any) -> UpstreamCon
 
 
 @asynccontextmanager
-async def gateway(idp: IdP, config: UpstreamConfig) -> AsyncIterator[tuple[str, McpUpstream]]:
+async def gateway(
+    idp: IdP, config: UpstreamConfig, stores: MemoryStores | None = None
+) -> AsyncIterator[tuple[str, McpUpstream]]:
     """The maitre HTTP server in front of the upstream, behind JWT auth (as `maitre gateway`)."""
     upstream = McpUpstream(config.target(), namespace="up", **upstream_options("up", config))
     try:
         box = await upstream.toolbox()
-        server = GovernedServer(MCPApp(box, name="gw", gate=Gate(box)))
+        gate = Gate(box, stores=stores, audit=True) if stores is not None else Gate(box)
+        server = GovernedServer(MCPApp(box, name="gw", gate=gate))
         verifier = JWTVerifier(
             key=JWKSKeys(url=idp.jwks_url), issuer=idp.base, audience=GATEWAY_RESOURCE, algorithms=["RS256"]
         )
@@ -238,11 +242,14 @@ async def test_idp_failures_become_clear_errors_without_tokens_or_secrets(
     the upstream never sees the caller's token."""
     alice = idp.mint("alice")
     caplog.set_level(logging.DEBUG, logger="maitre")
-    async with gateway(idp, exchange_config(idp, protected)) as (url, _):
+    stores = MemoryStores()
+    async with gateway(idp, exchange_config(idp, protected), stores) as (url, _):
         idp.mode = mode
         answer = await call(url, alice)
     assert answer["error"] == code and answer["retryable"] is retryable, answer
-    logged = caplog.text + json.dumps(answer)
+    audited = await stores.audit.entries()
+    assert audited and any(code in repr(entry) for entry in audited)
+    logged = caplog.text + json.dumps(answer) + repr(audited)
     assert alice not in logged and GATEWAY_SECRET not in logged
     if mode == "leaky":
         assert "[redacted]" in answer["message"]

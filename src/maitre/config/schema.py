@@ -10,7 +10,7 @@ stores = "maitre.db"                     # or a [stores] table: url, rate_limits
 
 [auth]                                   # JWT bearer tokens for `maitre serve --transport http`
 issuer = "https://id.example.com/"
-audience = "https://tools.example.com/mcp"
+resource_url = "https://tools.example.com/mcp"   # the RFC 9728 metadata's resource; the audience
 jwks_url = "https://id.example.com/.well-known/jwks.json"   # or key_file = "issuer.pem"
 algorithms = ["RS256"]
 
@@ -44,6 +44,19 @@ local_accounts = false                   # only the issuer's people (default: lo
 [mcp.upstreams.github]
 url = "https://api.githubcopilot.com/mcp/"
 headers = { Authorization = "Bearer $GITHUB_TOKEN" }
+
+[mcp.upstreams.reports]                  # each caller's token exchanged for one (RFC 8693)
+url = "https://reports.example.com/mcp"
+auth = "token_exchange"
+issuer = "https://id.example.com/"
+client_id = "maitre-gateway"
+client_secret = "$GATEWAY_SECRET"
+audience = "reports-api"
+
+[mcp.upstreams.reports.tools.latest_report]   # the operator's policy for one tool
+effect = "read"
+risk = "low"
+scopes = ["reports:read"]                # a token without it: 403 insufficient_scope
 ```
 """
 

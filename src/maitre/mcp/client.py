@@ -39,9 +39,17 @@ on 2025-11-25 sessions, a `subscriptions/listen` stream on 2026-07-28 ones, both
 `async with McpUpstream(...)`), and every `recheck_interval_s` (default 300 s; `None` turns it
 off): in the background inside `async with`, and before a call whose last check is older.
 
-No token passthrough: the connection to the upstream carries only the `headers` the host
-configured for *that* server; a schema tool's handler receives only the validated arguments, so
+No token passthrough: the connection to the upstream carries only the `headers` and `auth` the
+host configured for *that* server, or the `UpstreamCredential` that `credential_for` chose for the
+call (at the gateway: a token the IdP issued for this upstream in exchange for the caller's,
+`maitre.mcp.token_exchange`); a schema tool's handler receives only the validated arguments, so
 the caller's own credentials cannot reach an upstream server.
+
+Policy the operator writes wins: `overrides` (`[mcp.upstreams.NAME.tools.TOOL]`) set a tool's
+effect, risk, approval, scopes and timeout whether or not the server's annotations are trusted,
+because the operator decided them for a pinned definition, while annotations are the server's own
+claims. An override naming a tool the server does not offer is reported
+(`ImportReport.unknown_overrides`, a warning) and applies to nothing.
 
 Connections (`maitre.mcp.upstream_session`): one long-lived session per upstream and credential,
 opened by the first call that needs it and shared by every call after (the import's own listing
@@ -60,7 +68,9 @@ the echoed `requestState`). An accepted form elicitation gets the schema's defau
 the answer left out (SEP-1034). Without the callback a question is INPUT_REQUIRED (not retryable),
 saying what the server asked; the capability is then not declared either.
 
-Errors say what happened: a maitre server's APPROVAL_REQUIRED (`_meta["io.maitre/error"]`) arrives
+Errors say what happened: an upstream that needs a person's sign-in (`LoginRequired`) or refused
+the token exchanged for the caller is AUTH_REQUIRED (not retryable; `maitre mcp login NAME`); a
+maitre server's APPROVAL_REQUIRED (`_meta["io.maitre/error"]`) arrives
 as APPROVAL_REQUIRED with its approval id (`call(..., approval_id=...)` retries it once decided there);
 a protocol error the server answered is not "unavailable"; only a connection that failed is
 TEMPORARY_UNAVAILABLE (retryable).
@@ -261,7 +271,8 @@ class McpUpstream:
             the caller's. Ignored for a stdio target.
         scan: "block" (high findings keep a tool out), "warn" (report only) or "off".
         peers: other servers' wire definitions (`{namespace: [tool, ...]}`), for shadowing checks.
-        overrides: per upstream tool name, metadata that replaces what annotations suggest.
+        overrides: per upstream tool name, metadata that replaces what annotations suggest (the
+            operator's decision: it applies without `trust_annotations`; see the module docstring).
         trust_annotations: the operator trusts this server's annotations to *lower* policy
             (`readOnlyHint: true` → a read that runs without approval). Default False: every
             imported tool is destructive, high risk, open world, whatever it claims.
