@@ -30,8 +30,9 @@ as a skip instead of a traceback. This module runs only under `make bench`.
 The context manager is synchronous (it blocks for the ~10-20 s start-up); from async code, enter it
 in a thread or before the event loop starts.
 
-Self-test / one-off measurement: `python benchmarks/contextforge.py [--workers N] [--seconds S] [--wrk]`
-(echo upstream direct vs through ContextForge, same load generator, 8 clients; `--wrk`: wrk rows too).
+Self-test / one-off measurement (echo upstream direct vs through ContextForge, same load
+generator, 8 clients; `--wrk` adds wrk rows; 2026-07-28 `tools/call` works through it too):
+`python benchmarks/contextforge.py [--workers N] [--seconds S] [--wrk] [--protocol 2026-07-28]`.
 """
 
 from __future__ import annotations
@@ -457,13 +458,14 @@ def _demo() -> int:
     import asyncio
 
     from _echo_upstream import echo_upstream
-    from _loadgen import LoadResult, loadavg, print_results, run_load, run_wrk, wrk_available
+    from _loadgen import LEGACY, MODERN, LoadResult, loadavg, print_results, run_load, run_wrk, wrk_available
 
     parser = argparse.ArgumentParser(description="echo upstream direct vs through ContextForge")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=12.0)
     parser.add_argument("--wrk", action="store_true", help="also measure both with wrk")
+    parser.add_argument("--protocol", choices=[LEGACY, MODERN], default=LEGACY)
     parser.add_argument("--venv", type=Path, default=VENV)
     parser.add_argument("--python", default=None, help="interpreter for a new venv (default: found)")
     options = parser.parse_args()
@@ -479,8 +481,14 @@ def _demo() -> int:
                     f"{cf.startup_s:.1f}s, tool {cf.tool_name}, {cf.url}",
                     file=sys.stderr,
                 )
-                direct = Target(url=upstream, name="upstream direct")
-                forged = Target(url=cf.url, tool=cf.tool_name, token=cf.token, name="via ContextForge")
+                direct = Target(url=upstream, protocol=options.protocol, name="upstream direct")
+                forged = Target(
+                    url=cf.url,
+                    tool=cf.tool_name,
+                    token=cf.token,
+                    protocol=options.protocol,
+                    name="via ContextForge",
+                )
                 for target in (direct, forged):
                     load = run_load(target, concurrency=options.clients, duration_s=options.seconds)
                     results.append(asyncio.run(load))
