@@ -267,3 +267,9 @@ def test_arguments_match_when_any_call_of_the_tool_matches() -> None:
     assert failed(c, trial(rec("get_order", order_id="A9999"), rec("get_order", 2, order_id="A1042"))) == {}
     broken = CallRecord(call_id="x", tool="get_order", arguments=None, step=1)
     assert "not a JSON object" in failed(c, trial(broken))["arguments"]
+
+
+def test_nan_and_infinity_are_no_numbers_for_ranges_or_decimals() -> None:
+    assert not ok({"$lte": 100}, float("nan"))
+    assert not ok({"$gte": 0}, float("inf"))
+    assert not ok({"$decimal": "1"}, float("nan"))

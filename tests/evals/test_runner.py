@@ -149,3 +149,17 @@ def test_a_factory_that_raises_fails_its_trial_and_one_that_returns_no_agent_is_
     assert not trial.passed and "no model key" in (trial.error or "")
     with pytest.raises(UserError, match="not an Agent"):
         anyio.run(lambda: run_eval([case()], lambda stores: "agent"))  # type: ignore[arg-type, return-value]
+
+
+def test_trials_run_concurrently_with_the_same_outcome_and_report_progress() -> None:
+    world = World()
+    seen: list[tuple[int, int]] = []
+    cases = [case(id=f"c{i}", expected_approval=True) for i in range(4)]
+    result = anyio.run(
+        lambda: run_eval(
+            cases, world.factory, trials=2, concurrency=4, progress=lambda d, t: seen.append((d, t))
+        )
+    )
+    assert [len(result.trials[c.id]) for c in cases] == [2, 2, 2, 2]
+    assert all(t.passed and t.trial == i for c in cases for i, t in enumerate(result.trials[c.id]))
+    assert seen[0] == (0, 8) and seen[-1] == (8, 8) and len(seen) == 9

@@ -53,7 +53,8 @@ def model_factory(spec: str | None) -> Callable[[], Model] | None:
     `test` is `maitre.testing.TestModel`; `anthropic[:MODEL]`, `openai[:MODEL]` and
     `openai-compatible:URL[#MODEL]` are the adapters, as `maitre demo --model` names them; anything
     else is `FILE.py:NAME` or `module:NAME` of a Model, or of a function that returns one (a
-    `ScriptedModel` with other rules, say).
+    `ScriptedModel` with other rules, say). A Model object is shared by every trial; name a function
+    to give each trial a fresh one (a scripted model's `once` rules keep their count otherwise).
     """
     if spec is None:
         return None
@@ -147,6 +148,7 @@ def eval_run(
     """
     from ..evals import build_document, evaluate, load_cases, parse_threshold, run_eval
     from ..evals.report import dumps, render_html, summary_tables
+    from ..evals.report.document import threshold_rows
     from ..progress import progress_bar
 
     bars = [parse_threshold(t) for t in threshold]
@@ -168,7 +170,7 @@ def eval_run(
         )
     document = build_document(result)
     outcomes = evaluate(bars, document["metrics"])
-    document = build_document(result, outcomes)
+    document["thresholds"] = threshold_rows(outcomes)
     console.print(summary_tables(document))
     if json_out is not None:
         _write(json_out, dumps(document))

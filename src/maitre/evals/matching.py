@@ -122,7 +122,8 @@ def _is_number(value: Any) -> bool:
 def _as_decimal(value: Any) -> Decimal | None:
     """A number, or a string that is exactly a decimal number, as a Decimal; else None."""
     if _is_number(value):
-        return Decimal(str(value))
+        number = Decimal(str(value))
+        return number if number.is_finite() else None  # NaN and infinity compare with nothing
     if isinstance(value, str) and re.fullmatch(r"\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*", value):
         try:
             return Decimal(value.strip())

@@ -30,7 +30,7 @@ from ..metrics import Tally, confusion, pass_hat_ks, tally_trial
 from ..runner import EvalResult
 from ..thresholds import ThresholdResult
 
-__all__ = ["SCHEMA", "VERSION", "build_document", "dumps", "load_document"]
+__all__ = ["SCHEMA", "VERSION", "build_document", "dumps", "load_document", "threshold_rows"]
 
 SCHEMA = "maitre.eval.report"
 VERSION = 1
@@ -109,18 +109,17 @@ def build_document(result: EvalResult, thresholds: list[ThresholdResult] | None 
             {"expected": expected, "chosen": chosen, "count": count}
             for (expected, chosen), count in sorted(confusion(pairs).items())
         ],
-        "thresholds": [
-            {
-                "metric": r.metric,
-                "op": r.threshold.op,
-                "value": r.threshold.value,
-                "actual": r.actual,
-                "ok": r.ok,
-            }
-            for r in thresholds or []
-        ],
+        "thresholds": threshold_rows(thresholds or []),
         "cases": cases,
     }
+
+
+def threshold_rows(results: list[ThresholdResult]) -> list[dict[str, Any]]:
+    """The document's `thresholds` entries."""
+    return [
+        {"metric": r.metric, "op": r.threshold.op, "value": r.threshold.value, "actual": r.actual, "ok": r.ok}
+        for r in results
+    ]
 
 
 def dumps(document: dict[str, Any]) -> str:
