@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from maitre import Agent, Toolbox, ToolError
+from maitre import Agent, Toolbox, ToolCall, ToolError
 from maitre.evals import EvalCase, build_document, run_eval
 from maitre.exceptions import UserError
 from maitre.models import Rule, ScriptedModel, after_tool, call, last_user_says, tool_error
@@ -163,3 +163,27 @@ def test_trials_run_concurrently_with_the_same_outcome_and_report_progress() -> 
     assert [len(result.trials[c.id]) for c in cases] == [2, 2, 2, 2]
     assert all(t.passed and t.trial == i for c in cases for i, t in enumerate(result.trials[c.id]))
     assert seen[0] == (0, 8) and seen[-1] == (8, 8) and len(seen) == 9
+
+
+def test_a_model_that_reuses_a_call_id_gets_a_record_per_call() -> None:
+    world = World()
+    same = ToolCall(id="dup", name="shop.get_order", arguments={"order_id": "A1"})
+    again = ToolCall(id="dup", name="shop.get_order", arguments={"order_id": "A2"})
+
+    def factory(stores: Stores) -> Agent:
+        model = ScriptedModel(
+            [
+                Rule("first", when=last_user_says("twice"), then=same),
+                Rule("second", when=lambda r: len(r.messages) == 3, then=again),
+            ],
+            fallback="done",
+        )
+        world.attempts = 2  # get_order now works on the next attempt
+        return Agent(model, world.box, stores=stores, notes=False)
+
+    result = anyio.run(lambda: run_eval([case(input="twice")], factory))
+    calls = result.trials["c"][0].calls
+    assert [(c.call_id, c.arguments, c.step) for c in calls] == [
+        ("dup", {"order_id": "A1"}, 1),
+        ("dup", {"order_id": "A2"}, 2),
+    ]

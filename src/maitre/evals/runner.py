@@ -210,33 +210,46 @@ def _parsed(arguments: Any) -> dict[str, Any] | None:
 
 
 def calls_of(run: Run, captured: Sequence[CapturedCall]) -> list[CallRecord]:
-    """The calls the model proposed in `run`, in order, each with its final outcome at the gate."""
-    records: dict[str, CallRecord] = {}
+    """The calls the model proposed in `run`, in order, each with its final outcome at the gate.
+
+    Calls are matched to the gate's records by call id, in order: a model that reuses an id in a
+    later step gets a record per call, and the gate's second pass over an approved call (on resume)
+    stays with the call that asked.
+    """
+    records: list[CallRecord] = []
+    by_id: dict[str, list[CallRecord]] = {}
     step = 0
     for event in run.events:
         kind = event.get("type")
+        call_id = str(event.get("call_id"))
         if kind == "model_call":
             step = int(event.get("step", step + 1))
-        elif kind == "tool_call" and str(event.get("call_id")) not in records:
-            call_id = str(event.get("call_id"))
-            records[call_id] = CallRecord(
+        elif kind == "tool_call":
+            record = CallRecord(
                 call_id=call_id,
                 tool=str(event.get("name", "")),
                 arguments=_parsed(event.get("arguments")),
                 step=step,
             )
-        elif kind == "tool_result":
-            record = records.get(str(event.get("call_id")))
-            if record is not None and event.get("error_code"):
+            records.append(record)
+            by_id.setdefault(call_id, []).append(record)
+        elif kind == "tool_result" and event.get("error_code"):
+            for record in by_id.get(call_id, [])[-1:]:
                 record.error_code = str(event["error_code"])
                 record.schema_valid = (
                     record.error_code != "INVALID_ARGUMENTS" and record.arguments is not None
                 )
+    position: dict[str, int] = {}
     for seen in captured:
-        record = records.get(str(seen.call.id))
-        if record is None:
+        call_id = str(seen.call.id)
+        candidates = by_id.get(call_id, [])
+        index = position.get(call_id, 0)
+        if index >= len(candidates):
             continue
+        record = candidates[index]
         result = seen.result
+        if result.approval is None:  # the call's last pass at the gate: the next one is another call
+            position[call_id] = index + 1
         record.known = seen.tool is not None
         if seen.tool is not None:
             record.tool = seen.tool
@@ -252,4 +265,4 @@ def calls_of(run: Run, captured: Sequence[CapturedCall]) -> list[CallRecord]:
         record.schema_valid = (
             record.known and record.arguments is not None and record.error_code != "INVALID_ARGUMENTS"
         )
-    return list(records.values())
+    return records
