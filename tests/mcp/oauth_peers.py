@@ -256,6 +256,12 @@ def _upstream_server() -> MCPServer:
         )
 
     @server.tool()
+    async def slow(delay: float) -> str:
+        """Answer after `delay` seconds."""
+        await anyio.sleep(delay)
+        return f"slept {delay}"
+
+    @server.tool()
     def echo(text: str) -> str:
         """The text, back."""
         return text

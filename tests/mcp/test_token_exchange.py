@@ -321,3 +321,35 @@ def test_an_audience_that_does_not_name_the_resource_url_is_refused(tmp_path):
     differ = '[serve]\nresource_url = "https://a.test/mcp"\n[auth]\nresource_url = "https://b.test/mcp"\n'
     with pytest.raises(UserError, match="differ"):
         plan_serve(_settings(tmp_path, differ), target="x:y", transport="http")
+
+
+async def test_a_longer_timeout_override_is_how_long_the_upstream_call_waits(idp, protected):
+    """`timeout_s = 3` on a tool of an upstream whose requests wait 1 s: a 1.5 s call completes
+    through the gate (the gate's own deadline and the upstream request's both follow it); the tool
+    without the override still times out at 1 s."""
+    good = exchange(idp, protected)
+    upstream = McpUpstream(
+        protected.url,
+        namespace="up",
+        allow_loopback=True,
+        auth=good.service_auth(),
+        timeout_s=1.0,
+        overrides={
+            "slow": {"effect": "read", "risk": "low", "timeout": 3.0},
+            "echo": {"effect": "read", "risk": "low"},
+        },
+    )
+    try:
+        box = await upstream.toolbox()
+        slow = box.get("up.slow")
+        assert slow is not None and slow.timeout == 3.0
+        gate = Gate(box)
+        principal = Principal(user="alice", tenant="acme")
+        done = await gate.call(ToolCall(id="a", name="up.slow", arguments={"delay": 1.5}), principal)
+        assert done.error is None, done.error
+        del upstream.overrides["slow"]  # the same call without the override: the upstream's 1 s
+        with pytest.raises(ToolError) as late:
+            await upstream.call("slow", {"delay": 1.5})
+        assert late.value.code == "TIMEOUT"
+    finally:
+        await upstream.aclose()

@@ -740,12 +740,16 @@ class McpUpstream:
     ) -> types.CallToolResult:
         """`tools/call`, answering `input_required` rounds with the host's callbacks (2026-07-28)."""
         session = client.session
+        # A tool the operator gave a longer timeout than the upstream's requests waits that long.
+        longer = self.overrides.get(name, {}).get("timeout")
+        wait = float(longer) if isinstance(longer, int | float) and longer > self.timeout_s else None
 
         async def send(responses: types.InputResponses | None, state: str | None) -> Any:
             try:
                 return await session.call_tool(
                     name,
                     arguments,
+                    read_timeout_seconds=wait,
                     input_responses=responses,
                     request_state=state,
                     meta=meta,  # type: ignore[arg-type]  # RequestParamsMeta is a TypedDict, open to extensions
@@ -761,6 +765,7 @@ class McpUpstream:
             return await session.call_tool(
                 name,
                 arguments,
+                read_timeout_seconds=wait,
                 input_responses=responses,
                 request_state=state,
                 meta=meta,  # type: ignore[arg-type]
