@@ -3,7 +3,8 @@
 The example's files are copied to a temporary folder and run there: `mint_token.py` (the stand-in
 IdP), `orders.py` (our HTTP upstream), `maitre mcp pin --namespace ...` for both upstreams,
 `maitre gateway`, `maitre console add-user` and `maitre console`, and `client.py` (the official
-SDK client with the minted token). Two lines of `maitre.toml` differ from the README's: the
+SDK client with the minted token; its `call`s run in this process, to spare a second of start-up
+each under load). Two lines of `maitre.toml` differ from the README's: the
 npm server runs from the copy scripts/mcp_peers.sh installed (Node 22 in .tools/) instead of
 `npx -y` (nothing downloads at test time), and the ports are free ones.
 
@@ -11,10 +12,13 @@ What it shows: a read runs at once; the write waits for a person (APPROVAL_REQUI
 and nothing reaches the upstream; the caller retrying early, or with other arguments, runs
 nothing; a person signs in to the console and approves; the retry runs the refund once (the
 upstream's own record), a second retry replays it, and the audit chain records it and verifies.
+The stdio upstream, once approved to show its environment, sees none of the gateway's secrets.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import io
 import json
 import os
 import re
@@ -26,8 +30,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, redirect_stdout
 from pathlib import Path
+from types import ModuleType
+from unittest import mock
 
 import httpx
 import jwt
@@ -110,6 +116,15 @@ def wait_for_port(port: int, timeout_s: float = 15) -> None:
             time.sleep(0.05)
 
 
+def example_client(folder: Path) -> ModuleType:
+    """The example's client.py (as copied to `folder`), imported."""
+    spec = importlib.util.spec_from_file_location("gateway_example_client", folder / "client.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def csrf_of(html: str) -> str:
     found = re.search(r'name="csrf" value="([^"]+)"', html)
     assert found, html
@@ -137,7 +152,19 @@ def test_the_gateway_example_runs_as_the_readme_says(tmp_path: Path) -> None:
     py = sys.executable
 
     def client(*args: str) -> subprocess.CompletedProcess[str]:
-        return run(tmp_path, py, "client.py", "--url", url, *args)
+        """`python client.py --url URL ARGS...`; `call`s run its `main()` in this process (the same
+        code and SDK client, without a second of interpreter start-up each)."""
+        argv = ["client.py", "--url", url, "--token-file", str(tmp_path / "alice.jwt"), *args]
+        if args[0] == "list":
+            return run(tmp_path, py, *argv)
+        printed = io.StringIO()
+        with (
+            mock.patch.object(sys, "argv", argv),
+            redirect_stdout(printed),
+            pytest.raises(SystemExit) as ended,
+        ):
+            example_client(tmp_path).main()
+        return subprocess.CompletedProcess(argv, ended.value.code, printed.getvalue(), "")
 
     # The stand-in IdP: the key file appears (owner-only), and the token is a JWT signed with it.
     minted = run(tmp_path, py, "mint_token.py", "alice", "--tenant", "acme")
@@ -200,9 +227,11 @@ def test_the_gateway_example_runs_as_the_readme_says(tmp_path: Path) -> None:
         refunds = tmp_path / "refunds.jsonl"
         assert not refunds.exists()
 
-        # The npm server is untrusted: its tools wait for a person too, whatever they claim.
-        echo = client("call", "everything.echo", '{"message": "hi"}')
-        assert echo.returncode == 1 and "error: APPROVAL_REQUIRED" in echo.stdout
+        # The npm server is untrusted: its tools wait for a person too, whatever they claim
+        # (get-env says readOnlyHint; it would show a stdio upstream what the gateway runs with).
+        env_call = client("call", "everything.get-env")
+        assert env_call.returncode == 1 and "error: APPROVAL_REQUIRED" in env_call.stdout
+        env_approval = re.search(r"approval id: (apr_\S+)", env_call.stdout).group(1)  # type: ignore[union-attr]
 
         # Retrying before anyone decided, or with other arguments under the id, runs nothing.
         early = client("call", "orders.refund_order", refund, "--approval", approval_id)
@@ -227,6 +256,15 @@ def test_the_gateway_example_runs_as_the_readme_says(tmp_path: Path) -> None:
             assert forged_form.status_code in (400, 403)
             decided = web.post(f"/approvals/{approval_id}/approve", data={"csrf": csrf_of(page.text)})
             assert decided.status_code == 200 and "maria (via=console)" in decided.text, decided.text
+            env_page = web.get(f"/approvals/{env_approval}")
+            assert "everything.get-env" in env_page.text
+            web.post(f"/approvals/{env_approval}/approve", data={"csrf": csrf_of(env_page.text)})
+
+        # The stdio upstream, approved, shows its environment: none of the gateway's secrets.
+        shown_env = client("call", "everything.get-env", "--approval", env_approval)
+        assert shown_env.returncode == 0 and '"PATH"' in shown_env.stdout, shown_env.stdout
+        assert "MAITRE_MCP_SECRET" not in shown_env.stdout and "s" * 48 not in shown_env.stdout
+        assert "MAITRE_CONSOLE_SECRET" not in shown_env.stdout
 
         # The client retries with the id: the refund runs, once.
         done = client("call", "orders.refund_order", refund, "--approval", approval_id)
