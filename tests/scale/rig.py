@@ -236,25 +236,26 @@ def write_gateway_config(
     namespace: str = "ledger",
     stateless_legacy: bool = False,
 ) -> Path:
-    """`maitre.toml` for every replica: one trusted upstream, JWT auth, the shared stores, and a
-    per-user rate limit in Redis generous enough never to refuse (so every call pays for the
-    shared bucket, as a real deployment does, without the test measuring the limit)."""
+    """`maitre.toml` for every replica: one trusted upstream, JWT auth and the shared stores.
+
+    With `rate_limits` (a redis:// URL) each user gets a rate limit kept in Redis, generous enough
+    never to refuse: every call pays for the shared bucket, as in a real deployment, without the
+    test measuring the limit. With None there is no rate limit at all (as ContextForge runs in the
+    benchmark, where its limit is off).
+    """
     (folder / "jwt.key").write_text(JWT_SECRET)
-    limit = (
-        f'[stores]\nurl = "{stores}"\nrate_limits = "{rate_limits}"\n'
-        if rate_limits
-        else f'[stores]\nurl = "{stores}"\n'
-    )
-    text = f"""{limit}
+    stores_section = f'[stores]\nurl = "{stores}"\n'
+    budgets = "[budgets]\nmax_calls_per_run = 1000000\n"
+    if rate_limits:
+        stores_section += f'rate_limits = "{rate_limits}"\n'
+        budgets += "rate_limit = { per_second = 1000000, burst = 1000000 }\n"
+    text = f"""{stores_section}
 [auth]
 issuer = "{ISSUER}"
 audience = "{AUDIENCE}"
 key_file = "jwt.key"
 
-[budgets]
-max_calls_per_run = 1000000
-rate_limit = {{ per_second = 1000000, burst = 1000000 }}
-
+{budgets}
 [mcp]
 lockfile = "{lockfile.name}"
 
