@@ -81,7 +81,7 @@ DIRECTIONS: dict[str, Direction] = {
     "approvals_per_trial": "neutral",
     "calls_per_trial": "neutral",
     "steps_per_trial": "neutral",
-    "seconds_per_trial": "lower",
+    "seconds_per_trial": "neutral",  # wall time is noise on a shared machine: shown, never a regression
 }
 """Which way is better for each metric (pass^k metrics are "higher"): what thresholds and
 `compare` read. A neutral metric changes without being better or worse."""

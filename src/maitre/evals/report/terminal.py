@@ -79,7 +79,8 @@ def summary_tables(document: dict[str, Any]) -> RenderableType:
 
 def comparison_tables(comparison: Comparison, *, show_all: bool = False) -> RenderableType:
     """Metrics and cases that changed from A to B; regressions in red."""
-    metrics = Table(title=f"{comparison.regressions} regressions")
+    regressed = sum(m.regression for m in comparison.metrics)
+    metrics = Table(title=f"{regressed} of {len(comparison.metrics)} metrics regressed")
     for column in ("metric", "A", "B", "change", ""):
         metrics.add_column(column)
     for change in comparison.metrics:
@@ -93,7 +94,8 @@ def comparison_tables(comparison: Comparison, *, show_all: bool = False) -> Rend
             "-" if delta is None else f"{delta:+.4g}",
             Text("REGRESSION", style="bold red") if change.regression else Text(""),
         )
-    cases = Table(title="cases")
+    fell = sum(c.regression for c in comparison.cases)
+    cases = Table(title=f"{fell} of {len(comparison.cases)} cases regressed")
     for column in ("case", "A", "B", "", "failing in B"):
         cases.add_column(column)
     for case in comparison.cases:
