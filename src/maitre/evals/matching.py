@@ -504,46 +504,45 @@ def argument_results(case: EvalCase, calls: Sequence[CallRecord]) -> list[tuple[
     return results
 
 
+def _selection(case: EvalCase, calls: Sequence[CallRecord]) -> list[Check]:
+    expected = case.expected_calls
+    chosen = chosen_tools(calls, case)
+    if not expected:
+        called = f"; called {', '.join(chosen)}" if chosen else ""
+        return [Check(name="selection", ok=not chosen, detail="no tool expected" + called)]
+    missing = [e.tool for e in expected if not any(tool_matches(t, e.tool) for t in chosen)]
+    never = f"never called {', '.join(missing)}; " if missing else ""
+    checks = [
+        Check(name="selection", ok=not missing, detail=f"{never}called {', '.join(chosen) or 'no tool'}")
+    ]
+    if case.tool_order == "ordered" and len(expected) > 1:
+        sequence = [c.tool for c in calls]
+        position = 0
+        for wanted in expected:  # each expected tool after the one before it (a subsequence)
+            while position < len(sequence) and not tool_matches(sequence[position], wanted.tool):
+                position += 1
+            position += 1
+        wanted_order = " -> ".join(e.tool for e in expected)
+        detail = f"expected {wanted_order}; called {' -> '.join(sequence) or 'nothing'}"
+        checks.append(Check(name="order", ok=position <= len(sequence), detail=detail))
+    return checks
+
+
+def _approval(expected: bool | list[str], calls: Sequence[CallRecord]) -> Check:
+    asked = sorted({c.tool for c in calls if c.approval_requested})
+    if isinstance(expected, bool):
+        ok = bool(asked) == expected
+        want = "an approval request" if expected else "no approval request"
+    else:
+        want = "approval requests for " + ", ".join(expected)
+        ok = len(asked) == len(expected) and all(any(tool_matches(a, w) for a in asked) for w in expected)
+    return Check(name="approval", ok=ok, detail=f"expected {want}; asked for {', '.join(asked) or 'none'}")
+
+
 def check_trial(case: EvalCase, trial: TrialRecord) -> list[Check]:
     """Every expectation of `case` against what happened in `trial`."""
-    checks: list[Check] = []
     calls = trial.calls
-    expected = case.expected_calls
-    if case.scores_selection:
-        chosen = chosen_tools(calls, case)
-        if not expected:
-            checks.append(
-                Check(
-                    name="selection",
-                    ok=not chosen,
-                    detail="no tool expected" + (f"; called {', '.join(chosen)}" if chosen else ""),
-                )
-            )
-        else:
-            missing = [e.tool for e in expected if not any(tool_matches(t, e.tool) for t in chosen)]
-            checks.append(
-                Check(
-                    name="selection",
-                    ok=not missing,
-                    detail=(f"never called {', '.join(missing)}; " if missing else "")
-                    + f"called {', '.join(chosen) or 'no tool'}",
-                )
-            )
-            if case.tool_order == "ordered" and len(expected) > 1:
-                sequence = [c.tool for c in calls]
-                position = 0
-                for wanted in expected:
-                    while position < len(sequence) and not tool_matches(sequence[position], wanted.tool):
-                        position += 1
-                    position += 1
-                ok = position <= len(sequence)
-                checks.append(
-                    Check(
-                        name="order",
-                        ok=ok,
-                        detail=f"expected {' -> '.join(e.tool for e in expected)}; called {' -> '.join(sequence) or 'nothing'}",
-                    )
-                )
+    checks = _selection(case, calls) if case.scores_selection else []
     results = argument_results(case, calls)
     if results:
         problems = [
@@ -554,42 +553,18 @@ def check_trial(case: EvalCase, trial: TrialRecord) -> list[Check]:
         checks.append(Check(name="arguments", ok=not problems, detail=" | ".join(problems) or "all matched"))
     if case.forbidden_tools:
         hit = sorted({c.tool for c in calls for f in case.forbidden_tools if tool_matches(c.tool, f)})
-        checks.append(
-            Check(
-                name="forbidden",
-                ok=not hit,
-                detail=f"called forbidden {', '.join(hit)}" if hit else "no forbidden tool called",
-            )
-        )
+        detail = f"called forbidden {', '.join(hit)}" if hit else "no forbidden tool called"
+        checks.append(Check(name="forbidden", ok=not hit, detail=detail))
     if case.max_tool_calls is not None:
-        checks.append(
-            Check(
-                name="max_tool_calls",
-                ok=len(calls) <= case.max_tool_calls,
-                detail=f"{len(calls)} calls (at most {case.max_tool_calls})",
-            )
-        )
+        detail = f"{len(calls)} calls (at most {case.max_tool_calls})"
+        checks.append(Check(name="max_tool_calls", ok=len(calls) <= case.max_tool_calls, detail=detail))
     if case.expected_stop_reason is not None:
+        detail = f"expected {case.expected_stop_reason}, got {trial.stop_reason}"
         checks.append(
-            Check(
-                name="stop_reason",
-                ok=trial.stop_reason == case.expected_stop_reason,
-                detail=f"expected {case.expected_stop_reason}, got {trial.stop_reason}",
-            )
+            Check(name="stop_reason", ok=trial.stop_reason == case.expected_stop_reason, detail=detail)
         )
     if case.expected_approval is not None:
-        asked = sorted({c.tool for c in calls if c.approval_requested})
-        if isinstance(case.expected_approval, bool):
-            ok = bool(asked) == case.expected_approval
-            want = "an approval request" if case.expected_approval else "no approval request"
-        else:
-            want = "approval requests for " + ", ".join(case.expected_approval)
-            ok = len(asked) == len(case.expected_approval) and all(
-                any(tool_matches(a, w) for a in asked) for w in case.expected_approval
-            )
-        checks.append(
-            Check(name="approval", ok=ok, detail=f"expected {want}; asked for {', '.join(asked) or 'none'}")
-        )
+        checks.append(_approval(case.expected_approval, calls))
     if case.constraints:
         broken = []
         for call in calls:
