@@ -38,9 +38,10 @@ import httpx
 import pytest
 import uvicorn
 
-from maitre.mcp.client import McpUpstream
+from maitre.mcp.client import McpUpstream, http_transport
 from maitre.mcp.pinning import Lockfile
 from maitre.mcp.testing import free_port, serve_process
+from mcp import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent / "conformance"
@@ -310,3 +311,21 @@ def test_the_gateway_baseline_names_only_failures_that_still_happen(
     """A scenario that passes through the gateway now must leave its baseline."""
     stale = _server_list(HERE / f"baseline-gateway-{revision}.yml") - failures[revision]
     assert not stale, f"passing now, remove from baseline-gateway-{revision}.yml: {sorted(stale)}"
+
+
+def test_the_shim_only_renames_so_the_suite_reaches_the_fixture_through_the_gateway(suite_url: str) -> None:
+    """Through the shim, the suite's plain names reach the fixture's tools (not an UNKNOWN_TOOL the
+    suite would take for a pass) and the answer is the gateway's: fenced as untrusted data."""
+
+    async def main() -> None:
+        async with Client(http_transport(suite_url, {}), mode="2026-07-28") as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            result = await client.call_tool("test_simple_text", {})
+        assert "test_simple_text" in names and not any(name.startswith(PREFIX) for name in names)
+        assert UNPINNED.isdisjoint(names)
+        assert not result.is_error, result
+        text = result.content[0].text  # type: ignore[union-attr]
+        assert "This is a simple text response for testing." in text
+        assert text.startswith(f'<untrusted-data source="mcp:{NAMESPACE}:{PREFIX}test_simple_text"')
+
+    anyio.run(main)
