@@ -28,6 +28,7 @@ wrk only measures, the Python load generator here is what proves exactly-once.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -308,7 +309,12 @@ def test_three_replicas_survive_a_sigkill_with_exactly_once_writes(tmp_path: Pat
         w for w in load.writes if not (w.acked or w.in_doubt)
     ][:3]
 
+    # One chain, three writers: intact, and holding at least an entry per call the load made.
     assert audit.returncode == 0, audit.stdout + audit.stderr
+    found = re.search(r"audit chain intact\S*: (\d+) entries", audit.stdout)
+    assert found, audit.stdout
+    answered = len(acked) + sum(1 for a in load.reads if a.status == 200)
+    assert int(found.group(1)) >= answered + measured.requests, (found.group(0), answered)
 
     for name, warm in load.rss_warm.items():
         assert rss_end[name] < warm * 1.10, f"{name} RSS grew from {warm} kB to {rss_end[name]} kB"
