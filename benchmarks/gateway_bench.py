@@ -200,9 +200,7 @@ def main(quick: bool = False) -> None:
                         front_port, stats_port = rig.ports(2)
                         servers = {name: running[name].port for name in members}
                         front = fronts.enter_context(
-                            rig.haproxy(
-                                sub, port=front_port, stats_port=stats_port, servers=servers, token=token
-                            )
+                            rig.haproxy(sub, port=front_port, stats_port=stats_port, servers=servers)
                         )
                         target = Target(
                             url=front.url, tool=tool, token=token, protocol=MODERN, name=f"HAProxy, {label}"

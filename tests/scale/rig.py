@@ -15,12 +15,10 @@ manager that started it, by its own PID.
 - `tools_call()` / `parse_reply()`: a hand-built 2026-07-28 stateless `tools/call` POST (no
   session, no SDK client in the load loop, so the load generator costs little CPU).
 
-Health check. HAProxy POSTs a 2026-07-28 `server/discover` to the MCP path with a bearer token and
-a Host that names a port (the SDK answers 421 to a Host without one), expecting 200: proof that
-the replica parses, authenticates and answers MCP, not just that its port is open. (The recipe's
-2025-11-25 `ping` does not work here: without a session the gateway answers 400 "Missing session
-ID", and 2026-07-28 has no `ping`.) (A `GET /healthz` on the
-gateway would make the check cheaper and tokenless; until it exists this is the check.)
+Health check. HAProxy asks each replica `GET /healthz` (no token; 200 while at least one upstream
+is up, 503 when none is), every 300 ms, and takes a replica out after two failures. (The recipe's
+2025-11-25 POST `ping` does not work on a gateway: without a session it answers 400 "Missing
+session ID", and 2026-07-28 has no `ping`.)
 
 2025-11-25 sessions across replicas. A 2026-07-28 request carries everything in itself
 (`_meta` protocol version and capabilities), so any replica serves it: plain round robin, no
@@ -356,7 +354,6 @@ def haproxy_config(
     port: int,
     stats_port: int,
     servers: Mapping[str, int],
-    token: str,
     path: str = "/mcp",
     legacy_sessions: str = "sticky",
 ) -> str:
@@ -372,26 +369,7 @@ def haproxy_config(
     retry what reaches them as a failure, with the same key. `legacy_sessions="sticky"` adds the Mcp-Session-Id stick
     table (module docstring); "none" leaves 2025-11-25 sessions unpinned.
     """
-    probe = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "server/discover",
-            "params": {
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": MODERN,
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                }
-            },
-        },
-        separators=(",", ":"),
-    ).replace('"', '\\"')
-    check = (
-        f"    http-check send meth POST uri {path} ver HTTP/1.1 hdr Host 127.0.0.1:{port} "
-        'hdr Content-Type application/json hdr Accept "application/json, text/event-stream" '
-        f"hdr MCP-Protocol-Version {MODERN} hdr Mcp-Method server/discover "
-        f'hdr Authorization "Bearer {token}" body "{probe}"\n'
-    )
+    check = f"    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1:{port}\n"
     sticky = ""
     if legacy_sessions == "sticky":
         sticky = (
@@ -484,7 +462,6 @@ def haproxy(
     port: int,
     stats_port: int,
     servers: Mapping[str, int],
-    token: str,
     legacy_sessions: str = "sticky",
 ) -> Iterator[Haproxy]:
     """Write the config, check it (`haproxy -c`), run `haproxy -db`; yields once all are UP."""
@@ -493,9 +470,7 @@ def haproxy(
         raise FileNotFoundError("haproxy is not installed (apt-get install -y haproxy)")
     config = folder / "haproxy.cfg"
     config.write_text(
-        haproxy_config(
-            port=port, stats_port=stats_port, servers=servers, token=token, legacy_sessions=legacy_sessions
-        )
+        haproxy_config(port=port, stats_port=stats_port, servers=servers, legacy_sessions=legacy_sessions)
     )
     checked = subprocess.run([binary, "-c", "-f", str(config)], capture_output=True, text=True, check=False)
     if checked.returncode != 0:

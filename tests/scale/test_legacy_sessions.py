@@ -113,16 +113,14 @@ def test_2025_11_25_sessions_need_stickiness_or_stateless_legacy(tmp_path: Path)
                 port=free[4],
                 stats_port=free[5],
                 servers=a_ports,
-                token=token,
                 legacy_sessions="none",
             ) as plain,
-            rig.haproxy(fronts[1], port=free[6], stats_port=free[7], servers=a_ports, token=token) as sticky,
+            rig.haproxy(fronts[1], port=free[6], stats_port=free[7], servers=a_ports) as sticky,
             rig.haproxy(
                 fronts[2],
                 port=free[8],
                 stats_port=free[9],
                 servers=b_ports,
-                token=token,
                 legacy_sessions="none",
             ) as flat,
         ):

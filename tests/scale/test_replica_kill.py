@@ -233,9 +233,7 @@ def test_three_replicas_survive_a_sigkill_with_exactly_once_writes(tmp_path: Pat
         ports = dict(zip(names, gateway_ports, strict=True))
         with (
             rig.replicas(dict.fromkeys(names, config), ports, tmp_path) as running,
-            rig.haproxy(
-                tmp_path, port=front_port, stats_port=stats_port, servers=ports, token=token
-            ) as front,
+            rig.haproxy(tmp_path, port=front_port, stats_port=stats_port, servers=ports) as front,
         ):
             # Throughput with all three up: wrk, fixed length, writes and reads alternating.
             measured = rig.wrk(front.url, token=token, prefix=f"wrk{uuid.uuid4().hex[:6]}", seconds=3)
