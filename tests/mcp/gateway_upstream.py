@@ -58,6 +58,14 @@ def web_app(seen: list[dict[str, str]], *, unpinned: bool = False) -> Any:
         """Look a word up. Use it for definitions."""
         return f"definition of {query}"
 
+    @app.resource("web://about", description="What the web server is")
+    def about() -> str:
+        return "a dictionary"
+
+    @app.prompt(description="Define a word")
+    def define(word: str) -> str:
+        return f"Define {word}"
+
     inner = app.streamable_http_app()
 
     async def recording(scope: Any, receive: Any, send: Any) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import httpx
 import jwt
+import mcp_types as types
 import uvicorn
 from mcp.client.subscriptions import ToolsListChanged
 from typer.testing import CliRunner
@@ -138,17 +139,46 @@ async def call(url: str, name: str, arguments: dict[str, Any], approval_id: str 
 
 
 async def comes_up(url: str, start: Callable[[], object]) -> list[str]:
-    """Listen for tool-list changes, `start()` the upstream, and list the tools once told."""
+    """Listen for tool-list changes in both eras, `start()` the upstream, and list the tools once
+    both are told: a 2026-07-28 `subscriptions/listen` stream and a 2025-11-25 session."""
+    told = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.set()
+
     async with (
         bearer_client(url, token(), mode="2026-07-28") as client,
+        bearer_client(url, token(), mode="legacy", message_handler=on_message) as legacy,
         client.listen(tools_list_changed=True) as changes,
     ):
+        await legacy.list_tools()
+        await anyio.sleep(0.3)  # the legacy session's standalone stream is open
         start()
         with anyio.fail_after(15):
             async for event in changes:
                 if isinstance(event, ToolsListChanged):
                     break
+            await told.wait()
         return sorted(t.name for t in (await client.list_tools()).tools)
+
+
+async def content(url: str, mode: str) -> tuple[list[str], str, list[str], str]:
+    """The gateway's resources, the text of web's `about`, its prompts and web's `define`."""
+    async with bearer_client(url, token(), mode=mode) as client:
+        uris = sorted(r.uri for r in (await client.list_resources()).resources)
+        about = (await client.read_resource("maitre-upstream://web/web://about")).contents[0]
+        prompts = sorted(p.name for p in (await client.list_prompts()).prompts)
+        define = (await client.get_prompt("web.define", {"word": "gate"})).messages[0].content
+        assert isinstance(about, types.TextResourceContents) and isinstance(define, types.TextContent)
+        return uris, about.text, prompts, define.text
+
+
+def health(url: str) -> dict[str, Any]:
+    answer = httpx.get(url.rsplit("/", 1)[0] + "/healthz")
+    assert answer.status_code == 200, answer.text
+    assert "127.0.0.1" not in answer.text and "web" not in answer.text
+    return dict(answer.json())
 
 
 def error(result: Any) -> dict[str, Any]:
@@ -213,8 +243,10 @@ retry_max_s = 1.0
         assert anyio.run(tools, url) == ["ledger.balance", "ledger.refund"]
         assert any("upstream web is unavailable" in line for line in log), log
 
-        # An unauthenticated caller is refused before any tool.
+        # An unauthenticated caller is refused before any tool; the health check needs no token
+        # and says one of two upstreams is down, naming none.
         assert httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).status_code == 401
+        assert health(url) == {"status": "degraded", "upstreams": {"up": 1, "down": 1, "connecting": 0}}
 
         with ExitStack() as web:
             # It comes up: a client listening (2026-07-28) is told the tool list changed. It now
@@ -224,6 +256,23 @@ retry_max_s = 1.0
             assert listed == ["ledger.balance", "ledger.refund", "web.lookup"]
             assert error(anyio.run(call, url, "web.purge", {}))["code"] == "UNKNOWN_TOOL"
             assert anyio.run(tools, url, "legacy") == listed  # a 2025-11-25 client sees the same
+            assert health(url)["status"] == "ok"
+
+            # Its resources and prompts are served too, namespaced and fenced, in both eras; each
+            # read is logged with who read it.
+            for mode in ("2026-07-28", "legacy"):
+                uris, about, prompts, define = anyio.run(content, url, mode)
+                assert uris == ["maitre-upstream://web/web://about"] and prompts == ["web.define"]
+                assert (
+                    about.startswith('<untrusted-data source="mcp:web:web://about"')
+                    and "a dictionary" in about
+                )
+                assert (
+                    define.startswith('<untrusted-data source="mcp:web:define"') and "Define gate" in define
+                )
+            assert any(
+                "read resource web://about from upstream web for acme/alice" in line for line in log
+            ), log
 
             # A trusted read runs at once, upstream.
             looked = anyio.run(call, url, "web.lookup", {"query": "gate"})
