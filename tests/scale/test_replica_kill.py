@@ -272,7 +272,8 @@ def test_three_replicas_survive_a_sigkill_with_exactly_once_writes(tmp_path: Pat
     in_doubt = [w for w in load.writes if w.in_doubt]
     failed = [a for a in load.attempts() if a.status != 200]
     print(
-        f"load: {len(load.writes)} writes ({len(acked)} acknowledged, {len(in_doubt)} in doubt), "
+        f"load: {len(load.writes)} writes ({len(acked)} acknowledged, {len(in_doubt)} in doubt, of which "
+        f"{sum(executed[w.write_id] for w in in_doubt)} reached the ledger), "
         f"{len(load.reads)} read attempts; failed attempts {len(failed)} "
         f"{[a.failure for a in failed]} (HAProxy 5xx {fives}); DOWN {load.down_at - load.killed_at:.2f} s "
         f"after the kill; served by {dict(served)}; "
