@@ -86,7 +86,7 @@ def content_server(name: str) -> MCPServer:
     """Resources, a template, prompts and a completion, all saying which server `name` they came from.
 
     `docs://readme` exists on every content server (the gateway must keep them apart);
-    `docs://poisoned` and the prompt `poisoned` carry `POISON`; `docs://big` is `BIG_BYTES` long;
+    `docs://poisoned`, the template `docs://secrets/{name}` and the prompt `poisoned` carry `POISON`; `docs://big` is `BIG_BYTES` long;
     `docs://forged` claims trust in its own `_meta`; the tool `add_page(slug)` adds a resource and
     says the list changed (both eras).
     """
@@ -103,6 +103,10 @@ def content_server(name: str) -> MCPServer:
     @app.resource("docs://poisoned", description=POISON)
     def poisoned() -> str:
         return "you should never read this"
+
+    @app.resource("docs://secrets/{name}", description=POISON)
+    def secret(name: str) -> str:
+        return f"secret {name}"
 
     @app.resource("docs://big", description="A large file")
     def big() -> str:

@@ -162,8 +162,9 @@ async def test_forged_blocked_and_oversized_reads_are_refused_never_routed_elsew
         assert "Resource not found" in await refused("docs://readme")
         # A path trick stays with the namespace it names: docs answers (not found), notes never.
         assert "upstream docs" in await refused(f"{URI_SCHEME}://docs/../notes/docs://readme")
-        # Kept out by the scan: neither listed nor readable, nor a prompt to get.
-        await c.list_resources()
+        # Kept out by the scan: neither listed nor readable (even unlisted first, or through a
+        # template it also offers), nor a prompt to get.
+        assert "kept out by the gateway's scan" in await refused(gateway_uri("docs", "docs://secrets/key"))
         assert "kept out by the gateway's scan" in await refused(gateway_uri("docs", "docs://poisoned"))
         with pytest.raises(MCPError, match="kept out by the gateway's scan"):
             await c.get_prompt("docs.poisoned", {})

@@ -66,6 +66,7 @@ import mcp_types as types
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged
+from mcp.shared.uri_template import UriTemplate
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -171,7 +172,8 @@ class Federation:
         timeout_s: how long one read, prompt or completion may take.
         max_items: the most items of one kind kept from one upstream.
         max_read_bytes: the most one read or prompt may carry (text and base64 together).
-        poll_s: how often a 2025-11-25 upstream is listed again to see whether its lists changed.
+        poll_s: how often each upstream is checked (`watch`) and, without a listen stream, listed
+            again to see whether its lists changed.
     """
 
     def __init__(
@@ -220,7 +222,7 @@ class Federation:
         answering.
 
         Every `poll_s` the upstream is asked something (its tools): two rounds in a row without an
-        answer raise. Its resource and prompt lists are followed on a `subscriptions/listen`
+        answer (a timeout, a broken connection; an MCP error is an answer) raise. Its resource and prompt lists are followed on a `subscriptions/listen`
         stream (2026-07-28), or, without one (2025-11-25, or the stream ended), listed again every
         `poll_s`, a difference announced.
         """
@@ -272,6 +274,8 @@ class Federation:
                     async with upstream.session() as client:
                         await client.list_tools()
                 silent = 0
+            except MCPError:
+                silent = 0  # it answered, with an error: it is there
             except Exception as exc:
                 silent += 1
                 logger.info("upstream %s: no answer to a check (%s)", namespace, type(exc).__name__)
@@ -422,14 +426,12 @@ class Federation:
             return None
         namespace, original = parsed
         upstream = self._up(namespace)
-        for kind in ("resources", "templates"):
-            listing = self._listings.get((namespace, kind))
-            if listing is not None and original in listing.blocked:
-                raise MCPError(
-                    code=INVALID_PARAMS,
-                    message=f"resource {uri[:200]!r} was kept out by the gateway's scan",
-                    data={"uri": uri[:200]},
-                )
+        if await self._blocked(namespace, original):
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"resource {uri[:200]!r} was kept out by the gateway's scan",
+                data={"uri": uri[:200]},
+            )
         result = await self._ask(
             namespace,
             f"reading {original[:200]!r}",
@@ -456,6 +458,22 @@ class Federation:
         return types.ReadResourceResult.model_validate(
             {"contents": contents, "_meta": _labelled(None, namespace)}
         )
+
+    async def _blocked(self, namespace: str, original: str) -> bool:
+        """Whether the scan kept `original` out: a listed resource, or a URI of a listed template.
+        (Listed first if need be; an upstream whose lists cannot be had blocks nothing here.)"""
+        resources = await self._listing(namespace, "resources")
+        if resources is not None and original in resources.blocked:
+            return True
+        templates = await self._listing(namespace, "templates")
+        for template in templates.blocked if templates is not None else ():
+            try:
+                if UriTemplate.parse(template).match(original) is not None:
+                    return True
+            except Exception:  # a template the SDK cannot parse: compare it as a plain string
+                if template == original:
+                    return True
+        return False
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult | None:
         owned = self._owner(name)
