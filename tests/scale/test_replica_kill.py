@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,6 +58,8 @@ SETTLE_S = 20.0
 def _missing() -> str | None:
     if rig.haproxy_binary() is None:
         return "haproxy is not installed (apt-get install -y haproxy; .ci/run installs it)"
+    if shutil.which("wrk") is None:
+        return "wrk is not installed (apt-get install -y wrk; .ci/run installs it)"
     return rig.postgres_error() or rig.redis_error()
 
 
