@@ -3,12 +3,15 @@
 
     suite --HTTP--> renaming host shim (this file) --HTTP--> maitre gateway --HTTP--> fixture
 
-The suite calls fixed tool names (`test_simple_text`); the gateway serves them, by design, as
-`fixture.test_simple_text`. Pointed straight at the gateway, the suite even "passes"
-tools-call-simple-text on the UNKNOWN_TOOL error's text, which proves nothing. So a small shim
-stands where a namespace-aware host would: it adds `fixture.` to a `tools/call`'s name (body and
-`Mcp-Name` header) and strips it from listed names - nothing else. Every other byte is the
-gateway's: auth, Host/Origin checks, headers, sessions, content, notifications, errors.
+The suite calls fixed names (`test_simple_text`, `test://static-text`); the gateway serves them,
+by design, namespaced: `fixture.test_simple_text`, `maitre-upstream://fixture/test://static-text`.
+Pointed straight at the gateway, the suite even "passes" tools-call-simple-text on the
+UNKNOWN_TOOL error's text, which proves nothing. So a small shim stands where a namespace-aware
+host would: it adds the namespace to the names and URIs a request routes by (tools/call,
+prompts/get, resources/read, completion refs; the `Mcp-Name` header gets the same prefix, so a
+header that disagrees with its body still does) and takes it out of what comes back - nothing
+else. Every other byte is the gateway's: auth, Host/Origin checks, headers, sessions, content,
+notifications, errors.
 
 The gateway runs as a user runs it (`maitre gateway --config maitre.toml`, the upstream pinned
 first, `trust_annotations` for the fixture so its reads are not held for approval). Failures must
@@ -64,20 +67,43 @@ pytestmark = pytest.mark.skipif(
 # -- the host shim -------------------------------------------------------------------------------
 
 PREFIX = f"{NAMESPACE}."
+URI_PREFIX = f"maitre-upstream://{NAMESPACE}/"
 LISTED_NAME = re.compile(rb'("name"\s*:\s*")' + re.escape(PREFIX.encode()))
 NOT_FORWARDED = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
 
 
-def _prefixed(message: Any) -> Any:
-    if isinstance(message, dict) and message.get("method") == "tools/call":
-        params = message.get("params")
-        if isinstance(params, dict) and isinstance(params.get("name"), str):
-            params["name"] = PREFIX + params["name"]
-    return message
+def _to_gateway(message: Any) -> str | None:
+    """Put the gateway's names into one request, as a host that knows the namespace would: a tool's
+    or prompt's name gets `fixture.`, a resource URI `maitre-upstream://fixture/`. Returns the
+    prefix given to the routed name, for the `Mcp-Name` header (which gets the same prefix, so a
+    header that disagrees with the body still disagrees)."""
+    if not isinstance(message, dict) or not isinstance(message.get("params"), dict):
+        return None
+    method, params = message.get("method"), message["params"]
+    if method in ("tools/call", "prompts/get") and isinstance(params.get("name"), str):
+        params["name"] = PREFIX + params["name"]
+        return PREFIX
+    if method in ("resources/read", "resources/subscribe", "resources/unsubscribe") and isinstance(
+        params.get("uri"), str
+    ):
+        params["uri"] = URI_PREFIX + params["uri"]
+        return URI_PREFIX
+    ref = params.get("ref")
+    if method == "completion/complete" and isinstance(ref, dict):
+        if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
+            ref["name"] = PREFIX + ref["name"]
+        elif ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):
+            ref["uri"] = URI_PREFIX + ref["uri"]
+    return None
+
+
+def _from_gateway(line: bytes) -> bytes:
+    """Take the gateway's names out of one line of an answer: listed tools and prompts, and URIs."""
+    return LISTED_NAME.sub(rb"\1", line).replace(URI_PREFIX.encode(), b"")
 
 
 def renaming_host(gateway_url: str, own_port: int) -> Any:
-    """An ASGI app that forwards every request to `gateway_url`, renaming tools as a host would."""
+    """An ASGI app that forwards every request to `gateway_url`, renaming as a host would."""
     client = httpx.AsyncClient(timeout=120)
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -99,9 +125,11 @@ def renaming_host(gateway_url: str, own_port: int) -> Any:
         except ValueError:
             message = None  # not JSON: forwarded untouched, for the gateway to refuse
         if message is not None:
-            message = [_prefixed(m) for m in message] if isinstance(message, list) else _prefixed(message)
-            if isinstance(message, dict) and message.get("method") == "tools/call" and "mcp-name" in headers:
-                headers["mcp-name"] = PREFIX + headers["mcp-name"]
+            renamed = (
+                [_to_gateway(m) for m in message] if isinstance(message, list) else [_to_gateway(message)]
+            )
+            if len(renamed) == 1 and renamed[0] is not None and "mcp-name" in headers:
+                headers["mcp-name"] = renamed[0] + headers["mcp-name"]
             body = json.dumps(message).encode()
         query = scope.get("query_string", b"").decode()
         request = client.build_request(
@@ -122,7 +150,7 @@ def renaming_host(gateway_url: str, own_port: int) -> Any:
 
 
 async def _forward(client: httpx.AsyncClient, request: httpx.Request, send: Any) -> None:
-    """The gateway's answer to `request`, sent on as it comes, listed names without the prefix."""
+    """The gateway's answer to `request`, sent on as it comes, without the gateway's names."""
     answer = await client.send(request, stream=True)
     await send(
         {
@@ -136,7 +164,7 @@ async def _forward(client: httpx.AsyncClient, request: httpx.Request, send: Any)
         }
     )
     async for line in _lines(answer):
-        await send({"type": "http.response.body", "body": LISTED_NAME.sub(rb"\1", line), "more_body": True})
+        await send({"type": "http.response.body", "body": _from_gateway(line), "more_body": True})
     await send({"type": "http.response.body", "body": b""})
 
 
