@@ -353,3 +353,21 @@ async def test_a_longer_timeout_override_is_how_long_the_upstream_call_waits(idp
         assert late.value.code == "TIMEOUT"
     finally:
         await upstream.aclose()
+
+
+async def test_an_upstream_refusing_the_gateways_own_token_says_so_after_one_renewal(idp, protected):
+    """The upstream's own session (the listing) carries a client-credentials token; refused, it is
+    renewed once, then the failure names the gateway's own credential (not 'unavailable')."""
+    from maitre.cli.errors import leaf_exception
+    from maitre.mcp.token_exchange import UpstreamTokenRefused
+
+    wrong = exchange(idp, protected, resource="https://elsewhere.test/mcp")
+    upstream = McpUpstream(protected.url, namespace="up", allow_loopback=True, auth=wrong.service_auth())
+    try:
+        with pytest.raises(BaseException) as caught:
+            await upstream.definitions()
+    finally:
+        await upstream.aclose()
+    leaf = leaf_exception(caught.value)
+    assert isinstance(leaf, UpstreamTokenRefused) and "gateway's own token" in str(leaf)
+    assert wrong.exchanges == 2 and idp.exchanges == []  # one token and one renewal, no exchange

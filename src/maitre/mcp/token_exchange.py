@@ -181,7 +181,13 @@ class _ServiceBearer(httpx2.Auth):
         response = yield request
         if response.status_code == 401:  # revoked before its time: one fresh token, once
             request.headers["Authorization"] = f"Bearer {await self._token(renew=True)}"
-            yield request
+            response = yield request
+            if response.status_code == 401:
+                raise UpstreamTokenRefused(
+                    f"the MCP server {self._exchange.upstream!r} refused the gateway's own token (client "
+                    f"credentials, HTTP 401); check audience/resource/scopes in [mcp.upstreams."
+                    f"{self._exchange.upstream}] and that the IdP lets the gateway's client reach it"
+                )
 
     async def _token(self, *, renew: bool = False) -> str:
         try:
@@ -342,7 +348,7 @@ class TokenExchange:
             flight.error = exc
             raise
         finally:
-            if flight.token is None and flight.error is None:  # cancelled: the waiters try themselves
+            if flight.token is None and flight.error is None:  # cancelled or broken: waiters may retry
                 flight.error = ToolError(
                     ErrorCode.TEMPORARY_UNAVAILABLE,
                     f"The token exchange for {self.upstream!r} was interrupted; try again.",
