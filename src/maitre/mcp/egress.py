@@ -21,12 +21,14 @@ target: it is not checked.
 
 **Byte cap.** `DEFAULT_MAX_RESPONSE_BYTES` (4 MiB) bounds what one upstream response may be. A JSON
 response is cut off while it is read (Content-Length first, then bytes as they arrive), so an
-oversized body is never buffered or parsed; one SSE event is bounded by the SDK's own
+oversized body is never buffered or parsed (a body whose Content-Length is within the cap is
+not counted again: the HTTP/1.1 parser reads no more than that); one SSE event is bounded by the SDK's own
 `max_sse_event_size`, which the client sets to the same cap.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import socket
@@ -131,15 +133,8 @@ class AddressGuard:
     def of(cls, *, allow_loopback: bool = False, allowed_hosts: Iterable[str] = ()) -> AddressGuard:
         return cls(allow_loopback=allow_loopback, allowed_hosts=tuple(allowed_hosts))
 
-    def _allowed(self) -> tuple[set[str], list[ipaddress.IPv4Network | ipaddress.IPv6Network]]:
-        names: set[str] = set()
-        networks = []
-        for entry in self.allowed_hosts:
-            try:
-                networks.append(ipaddress.ip_network(entry.strip().strip("[]"), strict=False))
-            except ValueError:
-                names.add(entry.strip().lower().rstrip("."))
-        return names, networks
+    def _allowed(self) -> tuple[frozenset[str], tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]]:
+        return _parse_allowed(self.allowed_hosts)
 
     def refusal(self, ip: IP, *, name_allowed: bool = False) -> str | None:
         """Why `ip` is refused, or None when a connection to it is allowed."""
@@ -172,27 +167,61 @@ class AddressGuard:
         await self.check_host(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
 
     async def check_host(self, host: str, port: int) -> None:
-        """Raise `AddressRefused` unless every address of `host` is allowed (resolves in a thread)."""
-        names, _ = self._allowed()
-        name_allowed = host.lower().rstrip(".") in names
-        ip = parse_ip(host)
-        if ip is not None:
-            addresses = [ip]
+        """Raise `AddressRefused` unless every address of `host` is allowed (resolves in a thread).
+
+        An address literal needs no resolution and its verdict cannot change, so that verdict is
+        kept (`_literal_verdict`: the request hook asks it before every upstream request); a host
+        name is resolved and judged again every time (DNS rebinding)."""
+        if parse_ip(host) is not None:
+            why = _literal_verdict(self, host)
         else:
             try:
                 infos = await anyio.to_thread.run_sync(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
             except OSError as exc:
                 raise AddressRefused(f"MCP upstream host {host!r} could not be resolved: {exc}") from None
-            addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+            why = self._verdict(
+                host, [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+            )
+        if why is not None:
+            raise AddressRefused(why)
+
+    def _verdict(self, host: str, addresses: list[IP]) -> str | None:
+        """Why a connection to `host`, which resolves to `addresses`, is refused (None: allowed)."""
+        names, _ = self._allowed()
+        name_allowed = host.lower().rstrip(".") in names
         if not addresses:
-            raise AddressRefused(f"MCP upstream host {host!r} resolves to no address")
+            return f"MCP upstream host {host!r} resolves to no address"
         for address in addresses:
             why = self.refusal(address, name_allowed=name_allowed)
             if why is not None:
-                raise AddressRefused(
+                return (
                     f"maitre does not connect MCP imports to {host!r}: it resolves to {address}, {why}. "
                     "List the host in allowed_hosts=[...] (CLI: --allow-host) if it is meant."
                 )
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_allowed(
+    entries: tuple[str, ...],
+) -> tuple[frozenset[str], tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]]:
+    """`allowed_hosts` read once: the host names, and the addresses and networks."""
+    names: set[str] = set()
+    networks = []
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(entry.strip().strip("[]"), strict=False))
+        except ValueError:
+            names.add(entry.strip().lower().rstrip("."))
+    return frozenset(names), tuple(networks)
+
+
+@functools.lru_cache(maxsize=1024)
+def _literal_verdict(guard: AddressGuard, host: str) -> str | None:
+    """`guard`'s verdict on an address literal (a pure function of the two, so it is kept)."""
+    ip = parse_ip(host)
+    assert ip is not None
+    return guard._verdict(host, [ip])
 
 
 class _CappedStream(httpx2.AsyncByteStream):
@@ -229,6 +258,10 @@ def _hooks(guard: AddressGuard | None, max_bytes: int | None) -> dict[str, list[
         # Raised while the SDK reads the body, where it becomes a JSON-RPC error for this request.
         length = response.headers.get("content-length", "")
         declared = int(length) if length.isdigit() else 0
+        if length.isdigit() and declared <= max_bytes and "transfer-encoding" not in response.headers:
+            # The HTTP/1.1 parser reads exactly Content-Length bytes of body (no more can arrive as
+            # this response's), so a body declared within the cap needs no counting on the way.
+            return
         response.stream = _CappedStream(response.stream, max_bytes, declared=declared)
 
     hooks: dict[str, list[Any]] = {"request": [], "response": []}

@@ -149,6 +149,15 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+def _loop_token() -> object:
+    """The running event loop, as the pool tells loops apart (asked on every call, so cheaply: on
+    asyncio the loop itself, which is what anyio's token wraps; elsewhere anyio's token)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.lowlevel.current_token()
+
+
 def _closed(client: Client) -> bool:
     """Whether the client's connection has already closed (read EOF: a stdio server that exited).
 
@@ -303,7 +312,7 @@ class SessionPool:
     def _this_loop(self) -> None:
         """Forget sessions of another event loop (`run_sync` runs each call on a fresh one): they can
         neither be used nor closed from here, and their loop cancelled their tasks when it ended."""
-        token = anyio.lowlevel.current_token()
+        token = _loop_token()
         if self._token != token:
             if self._slots:
                 logger.debug("MCP upstream %s: a new event loop; its sessions start afresh", self.name)
@@ -468,7 +477,7 @@ class SessionPool:
 
     def is_open(self, credential: UpstreamCredential | None = None) -> bool:
         """Whether `credential` has a usable session now (in this event loop)."""
-        if self._token != anyio.lowlevel.current_token():
+        if self._token != _loop_token():
             return False
         slot = self._slots.get(credential.key if credential is not None else "")
         return slot is not None and slot.session is not None and slot.session.usable
@@ -481,7 +490,7 @@ class SessionPool:
         """Close every session (each owner task exits its client); the pool can open new ones after."""
         slots, self._slots = self._slots, {}
         retiring, self._retiring = self._retiring, []
-        if self._token != anyio.lowlevel.current_token():
+        if self._token != _loop_token():
             return  # another loop's sessions: that loop closed them when it ended
         sessions = [s.session for s in slots.values() if s.session is not None]
         sessions += [s for s in retiring if not s.done]
