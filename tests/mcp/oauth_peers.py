@@ -190,8 +190,9 @@ class IdP:
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
         subject_token = form.get("subject_token", "")
         await anyio.sleep(self.delay)
-        if self.mode == "slow":
+        if self.mode == "slow":  # later than any client waits; then nothing (no exchange recorded)
             await anyio.sleep(3)
+            return Response("too late", status_code=503)
         if self.mode == "error_500":
             return Response("down", status_code=503)
         if self.mode == "leaky":
