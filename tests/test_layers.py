@@ -58,7 +58,9 @@ CORE = frozenset(
         "types",
     }
 )
-DOORS = frozenset({"agent", "cli", "console", "demo", "mcp", "memory", "models", "search", "testing"})
+DOORS = frozenset(
+    {"agent", "cli", "console", "demo", "evals", "mcp", "memory", "models", "routing", "search", "testing"}
+)
 
 EXCEPTIONS = {
     ("maitre.tools.toolbox", "maitre.mcp.client"): (
