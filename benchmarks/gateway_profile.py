@@ -554,6 +554,9 @@ def print_profile(profiler: cProfile.Profile, *, top: int = 30, file: Any = sys.
     stats.sort_stats("cumulative").print_stats(top)
     stats.sort_stats("cumulative").print_stats("src/maitre/", top)
     stats.sort_stats("tottime").print_stats("src/maitre/", top)
+    stats.sort_stats("cumulative").print_stats(
+        "src/maitre/(gate|audit|storage|tools|fence|tracing|types)", top
+    )
     print(stream.getvalue(), file=file)
     by_package: dict[str, float] = defaultdict(float)
     total = 0.0

@@ -172,9 +172,8 @@ class AddressGuard:
         An address literal needs no resolution and its verdict cannot change, so that verdict is
         kept (`_literal_verdict`: the request hook asks it before every upstream request); a host
         name is resolved and judged again every time (DNS rebinding)."""
-        if parse_ip(host) is not None:
-            why = _literal_verdict(self, host)
-        else:
+        literal, why = _literal_verdict(self, host)
+        if not literal:
             try:
                 infos = await anyio.to_thread.run_sync(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
             except OSError as exc:
@@ -217,11 +216,13 @@ def _parse_allowed(
 
 
 @functools.lru_cache(maxsize=1024)
-def _literal_verdict(guard: AddressGuard, host: str) -> str | None:
-    """`guard`'s verdict on an address literal (a pure function of the two, so it is kept)."""
+def _literal_verdict(guard: AddressGuard, host: str) -> tuple[bool, str | None]:
+    """Whether `host` is an address literal and, if so, `guard`'s verdict on it: a pure function of
+    the two, so it is kept. (False, None) for a host name, which must be resolved each time."""
     ip = parse_ip(host)
-    assert ip is not None
-    return guard._verdict(host, [ip])
+    if ip is None:
+        return False, None
+    return True, guard._verdict(host, [ip])
 
 
 class _CappedStream(httpx2.AsyncByteStream):
