@@ -32,12 +32,17 @@ QUICK_ENV = "MAITRE_BENCH_QUICK"
 """Set to "1" while a benchmark runs under `--quick`, for mains that take no `quick` parameter."""
 
 
+HELPERS = frozenset({"contextforge"})
+"""Modules other benchmarks import that are not benchmarks themselves (they keep a public name
+because they are also run by hand: `python benchmarks/contextforge.py`)."""
+
+
 def discover(directory: Path = HERE) -> list[str]:
     """Names of the candidate benchmark modules, sorted."""
     return sorted(
         path.stem
         for path in directory.glob("*.py")
-        if not path.stem.startswith("_") and path.stem != Path(__file__).stem
+        if not path.stem.startswith("_") and path.stem != Path(__file__).stem and path.stem not in HELPERS
     )
 
 
