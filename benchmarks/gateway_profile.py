@@ -13,7 +13,10 @@ child process, so its CPU is not the gateway's. Per store (`memory://`, SQLite f
 schema) it runs N sequential calls (1 client) and N calls from C concurrent clients, and reports:
 
 - gateway CPU µs per call (`time.process_time` of this process over the window: every thread),
-  and the upstream's (its /proc/PID/stat utime+stime);
+  and the upstream's (its /proc/PID/stat utime+stime), and their ratio. On this shared machine the
+  CPU time one call costs moves by up to 2x between minutes (other jobs' cache and core pressure);
+  the upstream runs the same uvicorn + SDK server stack, so gateway/upstream CPU is the steadier
+  yardstick for an A/B (`--variants base,X,base,X` interleaves them);
 - for the sequential run, CPU and wall µs per call **by layer**, from seams timed with
   `time.process_time_ns` / `time.perf_counter_ns` (monkeypatched wrappers, inclusive, only one call
   in flight so nothing else runs between): inbound HTTP (uvicorn/h11 + asyncio, what is outside the
@@ -188,13 +191,15 @@ def wrap_stores(seams: Seams, stores: Any) -> None:
 
 # -- experiments: changes to files this harness does not own, applied by monkeypatching -------------
 
-EXPERIMENTS = ("jwt_cache", "httptools", "uvloop")
+EXPERIMENTS = ("jwt_cache", "httptools", "uvloop", "pg_pipeline")
 """What `--variants` can turn on (joined with `+`; `base` is none of them):
 
 - `jwt_cache`: `JWTVerifier.decode` remembers a verified token's claims (keyed by the whole token,
   bounded, at most 60 s, never past `exp`), so a client sending the same bearer token again is not
   verified again (the proposed change to `maitre/mcp/auth.py`).
 - `httptools`: uvicorn parses inbound HTTP with httptools instead of h11 (a dependency).
+- `pg_pipeline`: the audit append on Postgres in psycopg's pipeline mode, as before commit cc1bc75
+  (to compare with the plain transaction it uses now).
 - `uvloop`: the event loop is uvloop's (a dependency). Both need `--extra-path` holding them
   (`pip install --target DIR uvloop httptools`) unless the venv has them."""
 
@@ -214,6 +219,16 @@ def apply_experiments(chosen: set[str]) -> list[Callable[[], None]]:
 
     uvicorn.Config.__init__ = config_init  # type: ignore[method-assign]
     undo.append(lambda: setattr(uvicorn.Config, "__init__", original_init))
+    if "pg_pipeline" in chosen:
+        from maitre.storage.engine.postgres import PostgresEngine
+
+        original_transact = PostgresEngine.transact
+
+        async def transact(self: Any, op: Any, *, immediate: bool = False, pipeline: bool = False) -> Any:
+            return await original_transact(self, op, immediate=immediate, pipeline=pipeline or immediate)
+
+        PostgresEngine.transact = transact  # type: ignore[method-assign]
+        undo.append(lambda: setattr(PostgresEngine, "transact", original_transact))
     if "jwt_cache" in chosen:
         from maitre.mcp.auth import JWTVerifier
 
@@ -442,6 +457,11 @@ class Window:
     def calls(self) -> int:
         return self.result.calls
 
+    @property
+    def ratio(self) -> float:
+        """Gateway CPU over the upstream's for the same calls (nan when the upstream's is unknown)."""
+        return self.gateway_cpu_s / self.upstream_cpu_s if self.upstream_cpu_s > 0 else float("nan")
+
     def per_call_us(self, seconds: float) -> float:
         return seconds * 1e6 / self.calls if self.calls else float("nan")
 
@@ -457,6 +477,7 @@ class Window:
             "p99_ms": round(r.p99_ms, 2),
             "gateway_cpu_us_per_call": round(self.per_call_us(self.gateway_cpu_s)),
             "upstream_cpu_us_per_call": round(self.per_call_us(self.upstream_cpu_s)),
+            "gateway_over_upstream_cpu": round(self.ratio, 2),
             "seams": self.seams,
             "loadavg": [r.loadavg_before, r.loadavg_after],
         }
@@ -531,7 +552,8 @@ def print_window(window: Window, *, file: Any = sys.stdout) -> None:
         f"  {window.label:28} {r.ok:5d} ok {sum(r.errors.values()):3d} err {r.rps:7.1f} req/s "
         f"p50 {r.p50_ms:7.2f} ms p99 {r.p99_ms:7.2f} ms | gateway CPU "
         f"{window.per_call_us(window.gateway_cpu_s):6.0f} µs/call, upstream "
-        f"{window.per_call_us(window.upstream_cpu_s):5.0f} µs/call | load {r.loadavg_after}",
+        f"{window.per_call_us(window.upstream_cpu_s):5.0f} µs/call ({window.ratio:.2f}x) "
+        f"| load {r.loadavg_after}",
         file=file,
     )
     if r.errors:
