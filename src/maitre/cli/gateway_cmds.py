@@ -77,9 +77,9 @@ def gateway_command(
     plan.name = "maitre-gateway"
     upstreams = {name: _resolved(upstream) for name, upstream in file.mcp.upstreams.items()}
 
+    from ..gate import Gate
     from ..mcp.app import MCPApp
     from ..mcp.gateway import Gateway
-    from ..mcp.serve import _gate_for
 
     gateway = Gateway(
         upstreams,
@@ -90,11 +90,16 @@ def gateway_command(
     logging.getLogger("maitre.mcp.federation").setLevel(logging.INFO)  # every read, as an access log
 
     def served() -> MCPApp:
-        # The gate as `maitre serve` builds one for a toolbox (policy, budgets, approvals, audit from
-        # the file); on --stores / [stores] run_plan moves it onto them.
-        app = MCPApp(
-            gateway.toolbox, name=plan.name or "maitre-gateway", gate=_gate_for(gateway.toolbox, None, plan)
+        # The gate from the file, as `maitre serve` builds one for a toolbox (policy, budgets,
+        # approval TTL, audit arguments); with --stores / [stores] run_plan moves it onto them.
+        gate = Gate(
+            gateway.toolbox,
+            policy=file.policy.build(),
+            budgets=file.budgets.build(),
+            approval_ttl_s=file.approvals.ttl_s,
+            audit_arguments=file.audit.arguments,
         )
+        app = MCPApp(gateway.toolbox, name=plan.name or "maitre-gateway", gate=gate)
         app.add_source(gateway.federation)
         app.health = gateway.health
         return app

@@ -93,15 +93,15 @@ URI_SCHEME = "maitre-upstream"
 """The scheme of the gateway's resource URIs: `maitre-upstream://NAMESPACE/ORIGINAL`."""
 MAX_DESCRIPTION_CHARS = 4000
 """An upstream's description of a resource, template or prompt is cut to this many characters."""
-TRUST_META = "io.maitre/trust"
-SOURCE_META = "io.maitre/source"
+_TRUST_META = "io.maitre/trust"
+_SOURCE_META = "io.maitre/source"
 _MAX_PAGES = 20
 _MAX_COMPLETIONS = 100
 _MAX_COMPLETION_CHARS = 1000
 
-Kind = Literal["resources", "templates", "prompts"]
-_KINDS: tuple[Kind, ...] = ("resources", "templates", "prompts")
-_LISTED: dict[Kind, ListKind] = {"resources": "resources", "templates": "resources", "prompts": "prompts"}
+_Kind = Literal["resources", "templates", "prompts"]
+_KINDS: tuple[_Kind, ...] = ("resources", "templates", "prompts")
+_LISTED: dict[_Kind, ListKind] = {"resources": "resources", "templates": "resources", "prompts": "prompts"}
 
 
 def gateway_uri(namespace: str, uri: str) -> str:
@@ -196,7 +196,7 @@ class Federation:
         self.max_items = max_items
         self.max_read_bytes = max_read_bytes
         self.poll_s = poll_s
-        self._listings: dict[tuple[str, Kind], _Listing] = {}
+        self._listings: dict[tuple[str, _Kind], _Listing] = {}
         self._listeners: list[Callable[[frozenset[ListKind]], None]] = []
 
     # -- changes ------------------------------------------------------------------------------------
@@ -205,7 +205,7 @@ class Federation:
         """Call `listener` with the lists that changed (`resources`, `prompts`)."""
         self._listeners.append(listener)
 
-    def changed(self, namespace: str, kinds: Iterable[Kind] = _KINDS) -> None:
+    def changed(self, namespace: str, kinds: Iterable[_Kind] = _KINDS) -> None:
         """`namespace`'s lists of `kinds` changed (it came up, went down, or said so): list again."""
         told: set[ListKind] = set()
         for kind in kinds:
@@ -265,7 +265,7 @@ class Federation:
         self.changed(namespace)
 
     async def _poll(self, namespace: str, upstream: McpUpstream, listening: _Listening) -> None:
-        seen: dict[Kind, str] = {}
+        seen: dict[_Kind, str] = {}
         silent = 0
         while True:
             await anyio.sleep(max(self.poll_s, 0.05))
@@ -308,7 +308,7 @@ class Federation:
     async def list_prompts(self) -> list[types.Prompt]:
         return [types.Prompt.model_validate(i) for i in await self._gather("prompts")]
 
-    async def _gather(self, kind: Kind) -> list[dict[str, Any]]:
+    async def _gather(self, kind: _Kind) -> list[dict[str, Any]]:
         """Every up upstream's items of `kind`, in configuration order; the slow and failing left out."""
         found: dict[str, _Listing] = {}
 
@@ -323,7 +323,7 @@ class Federation:
                     tg.start_soon(one, namespace)
         return [item for ns in self.namespaces if ns in found for item in found[ns].items]
 
-    async def _listing(self, namespace: str, kind: Kind) -> _Listing | None:
+    async def _listing(self, namespace: str, kind: _Kind) -> _Listing | None:
         cached = self._listings.get((namespace, kind))
         if cached is not None:
             return cached
@@ -341,7 +341,7 @@ class Federation:
             self._listings[(namespace, kind)] = listing
         return listing
 
-    async def _fetch(self, namespace: str, upstream: McpUpstream, kind: Kind) -> _Listing:
+    async def _fetch(self, namespace: str, upstream: McpUpstream, kind: _Kind) -> _Listing:
         """List `kind` on the upstream (bounded pages and items), scan and rewrite each item."""
         raw: list[dict[str, Any]] = []
         async with upstream.session() as client:
@@ -371,7 +371,7 @@ class Federation:
             raw = raw[: self.max_items]
         return self._admit(namespace, kind, raw)
 
-    def _admit(self, namespace: str, kind: Kind, raw: list[dict[str, Any]]) -> _Listing:
+    def _admit(self, namespace: str, kind: _Kind, raw: list[dict[str, Any]]) -> _Listing:
         listing = _Listing()
         foreign = self._foreign_tools(namespace)
         key = {"resources": "uri", "templates": "uriTemplate", "prompts": "name"}[kind]
@@ -603,7 +603,7 @@ def _labelled(meta: Any, namespace: str) -> dict[str, Any]:
         if isinstance(meta, dict)
         else {}
     )
-    return {**kept, TRUST_META: "untrusted", SOURCE_META: f"mcp:{namespace}"}
+    return {**kept, _TRUST_META: "untrusted", _SOURCE_META: f"mcp:{namespace}"}
 
 
 def _relabel_content(content: dict[str, Any], namespace: str, tool: str, source: str) -> int:
