@@ -343,7 +343,9 @@ async def running_gateway(config: Path, seams: Seams) -> AsyncIterator[tuple[str
 
     serve._governed = governed
     verifier = serve._verifier(plan)
-    app = MCPApp(gateway.toolbox, name="maitre-gateway", gate=serve._gate_for(gateway.toolbox, None, plan))
+    # The gate `maitre gateway` builds from the file (`gate_for`; `_gate_for` before it was public).
+    gate_for = getattr(serve, "gate_for", None) or serve._gate_for
+    app = MCPApp(gateway.toolbox, name="maitre-gateway", gate=gate_for(gateway.toolbox, None, plan))
     app.add_source(gateway.federation)
     app.health = gateway.health
     try:
