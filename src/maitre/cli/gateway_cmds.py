@@ -46,7 +46,7 @@ def gateway_command(
 ) -> None:
     """Serve every [mcp.upstreams.NAME] server's pinned tools on one endpoint, each call through the gate."""
     from .._extras import MissingExtraError, require
-    from ..mcp.serve import ServeError, exit_on_interrupt, plan_serve, run_plan
+    from ..mcp.serve import ServeError, exit_on_interrupt, gate_for, plan_serve, run_plan
 
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
@@ -77,7 +77,6 @@ def gateway_command(
     plan.name = "maitre-gateway"
     upstreams = {name: _resolved(upstream) for name, upstream in file.mcp.upstreams.items()}
 
-    from ..gate import Gate
     from ..mcp.app import MCPApp
     from ..mcp.gateway import Gateway
 
@@ -86,19 +85,15 @@ def gateway_command(
         lockfile=lock,
         trust_annotations=gateway_config.trust_annotations,
         retry_max_s=gateway_config.retry_max_s,
+        poll_s=gateway_config.poll_s,
+        list_timeout_s=gateway_config.list_timeout_s,
     )
     logging.getLogger("maitre.mcp.federation").setLevel(logging.INFO)  # every read, as an access log
 
     def served() -> MCPApp:
-        # The gate from the file, as `maitre serve` builds one for a toolbox (policy, budgets,
-        # approval TTL, audit arguments); with --stores / [stores] run_plan moves it onto them.
-        gate = Gate(
-            gateway.toolbox,
-            policy=file.policy.build(),
-            budgets=file.budgets.build(),
-            approval_ttl_s=file.approvals.ttl_s,
-            audit_arguments=file.audit.arguments,
-        )
+        # The gate from the file, as `maitre serve` builds one; with --stores / [stores] run_plan
+        # moves it onto them.
+        gate = gate_for(gateway.toolbox, None, plan)
         app = MCPApp(gateway.toolbox, name=plan.name or "maitre-gateway", gate=gate)
         app.add_source(gateway.federation)
         app.health = gateway.health

@@ -602,6 +602,11 @@ class GatewayConfig(_Section):
     the others' tools are all destructive and high risk, whatever they claim."""
     retry_max_s: float = Field(default=30.0, gt=0)
     """The longest wait between attempts to reach an upstream that is down (the wait doubles)."""
+    poll_s: float = Field(default=30.0, gt=0)
+    """How often each upstream is checked (a `tools/list`) and, without a listen stream, its
+    resources and prompts listed again; two unanswered checks in a row take it down."""
+    list_timeout_s: float = Field(default=5.0, gt=0)
+    """How long one upstream's resource or prompt listing may take before that answer leaves it out."""
 
     @field_validator("path")
     @classmethod

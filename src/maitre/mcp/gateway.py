@@ -148,25 +148,19 @@ class Gateway:
     # -- one upstream ---------------------------------------------------------------------------
 
     def _upstream(self, name: str) -> McpUpstream:
+        """A new `McpUpstream` for `name`: reached, authenticated and overridden as its section says
+        (`upstream_options`: headers, OAuth or per-caller token exchange, per-tool policy)."""
         from .client import McpUpstream
+        from .upstream_auth import upstream_options
 
-        config = self.configs[name]
-        auth = None
-        if config.auth != "none":
-            from .upstream_auth import upstream_auth
-
-            auth = upstream_auth(name, config, token_dir=self.token_dir)
         return McpUpstream(
-            config.target(),
+            self.configs[name].target(),
             namespace=name,
             lockfile=self.lockfile,
-            headers={key: os.path.expandvars(value) for key, value in config.headers.items()},
-            auth=auth,
             scan="block",
             trust_annotations=name in self.trust_annotations,
-            allow_loopback=config.allow_loopback,
-            allowed_hosts=config.allowed_hosts,
             timeout_s=self.timeout_s,
+            **upstream_options(name, self.configs[name], token_dir=self.token_dir),
         )
 
     async def _keep(self, name: str, first: anyio.Event) -> None:

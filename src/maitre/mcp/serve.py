@@ -54,6 +54,7 @@ __all__ = [
     "ServeError",
     "ServePlan",
     "exit_on_interrupt",
+    "gate_for",
     "load_app",
     "plan_serve",
     "run_plan",
@@ -396,9 +397,11 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
-def _gate_for(toolbox: Any, stores: Stores | None, plan: ServePlan, previous: Any = None) -> Any:
-    """A gate for `toolbox` on `stores`, from the configuration; settings the file does not give
-    are taken from `previous` (the gate an MCPApp brought), if any."""
+def gate_for(toolbox: Any, stores: Stores | None, plan: ServePlan, previous: Any = None) -> Any:
+    """A gate for `toolbox` on `stores`, from the plan's configuration (policy, budgets, approval
+    TTL, audit); settings the file does not give are taken from `previous` (the gate an MCPApp
+    brought), if any. `maitre serve` and `maitre gateway` build their gates here, so the two doors
+    read the file the same way."""
     from ..gate import Gate
     from ..gate.record import AuditRecorder
 
@@ -443,7 +446,7 @@ def _governed(loaded: Any, stores: Stores | None, plan: ServePlan) -> GovernedSe
         return loaded
     if isinstance(loaded, Toolbox):
         name = plan.name or loaded.namespace or "maitre"
-        app = MCPApp(loaded, name=name, gate=_gate_for(loaded, stores, plan))
+        app = MCPApp(loaded, name=name, gate=gate_for(loaded, stores, plan))
     else:
         app = loaded
         if stores is not None:
@@ -452,7 +455,7 @@ def _governed(loaded: Any, stores: Stores | None, plan: ServePlan) -> GovernedSe
                     f"{plan.target}'s gate already has its own stores ({type(app.gate.stores).__name__}); "
                     "drop --stores (or [stores] url), or build the gate without stores="
                 )
-            app.gate = _gate_for(app.toolbox, stores, plan, previous=app.gate)
+            app.gate = gate_for(app.toolbox, stores, plan, previous=app.gate)
     options = ServerOptions(
         principal=plan.principal, task_store=open_task_store(plan.tasks) if plan.tasks else None
     )
