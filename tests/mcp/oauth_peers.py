@@ -178,6 +178,7 @@ class IdP:
         )
 
     async def _token(self, request: Request) -> Response:
+        mode = self.mode  # read once, first: a test's late request must not see the next test's mode
         self.requests += 1
         form = {k: str(v) for k, v in (await request.form()).items()}
         client = self._client(request, form)
@@ -190,12 +191,12 @@ class IdP:
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
         subject_token = form.get("subject_token", "")
         await anyio.sleep(self.delay)
-        if self.mode == "slow":  # later than any client waits; then nothing (no exchange recorded)
+        if mode == "slow":  # later than any client waits; then nothing (no exchange recorded)
             await anyio.sleep(3)
             return Response("too late", status_code=503)
-        if self.mode == "error_500":
+        if mode == "error_500":
             return Response("down", status_code=503)
-        if self.mode == "leaky":
+        if mode == "leaky":
             said = f"token {subject_token} refused for client {GATEWAY_SECRET}"
             return JSONResponse({"error": "invalid_grant", "error_description": said}, status_code=400)
         try:
@@ -204,9 +205,9 @@ class IdP:
             return JSONResponse(
                 {"error": "invalid_grant", "error_description": "bad subject"}, status_code=400
             )
-        if self.mode == "invalid_grant":
+        if mode == "invalid_grant":
             return JSONResponse({"error": "invalid_grant", "error_description": "revoked"}, status_code=400)
-        if self.mode == "echo":
+        if mode == "echo":
             return JSONResponse({"access_token": subject_token, "token_type": "Bearer", "expires_in": 600})
         self.exchanges.append({"sub": subject["sub"], "target": target, "scope": form.get("scope", "")})
         return self._issue(

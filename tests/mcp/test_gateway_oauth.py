@@ -262,9 +262,15 @@ async def test_an_idp_that_does_not_answer_in_time_is_temporary(idp, protected):
     async with gateway(idp, config) as (url, upstream):
         exchanger(upstream).timeout_s = 0.5
         idp.mode = "slow"
+        asked = idp.requests
         started = anyio.current_time()
         answer = await call(url, alice)
         assert anyio.current_time() - started < 2.5
+        # The IdP (its own thread) may not have read the request yet on a loaded machine: wait until
+        # it has, so it cannot read the next test's mode and record an exchange there.
+        with anyio.fail_after(10):
+            while idp.requests == asked:  # noqa: ASYNC110 - a counter in another thread, not an event
+                await anyio.sleep(0.01)
     assert answer["error"] == "TEMPORARY_UNAVAILABLE" and answer["retryable"] is True
     assert "0.5 s" in answer["message"]
 
