@@ -5,7 +5,8 @@ typed tools behind one gate (validation that teaches, loop guards, timeouts, bou
 size caps, trust labels), and the rest of the runtime built on it.
 
 The core names below are imported eagerly. The doors' main names - `Agent` (the agent loop),
-`ScriptedModel` and `MCPApp` (which needs the `mcp` extra) - are loaded on first attribute access,
+`ScriptedModel`, `MCPApp` (which needs the `mcp` extra) and `Router` (CONTEXT / RETRIEVE / ACT,
+seed 002) - are loaded on first attribute access,
 so `import maitre` stays the gate and its data types: it never imports the MCP SDK, and the core
 never depends on a door. `maitre.testing` holds the test doubles (`TestModel`, `capture_calls`,
 an in-memory MCP client).
@@ -20,7 +21,7 @@ Layers (arrows point inward; `tests/test_layers.py` fails on one that points out
   missing extra needs) and `maitre._sync` (`Gate.call_sync`, `Agent.run_sync`). The core never imports a door; inside it `maitre.audit` sits below the stores,
   which import it to seal entries.
 - The doors: `maitre.agent`, `maitre.models`, `maitre.mcp`, `maitre.memory`, `maitre.search`,
-  `maitre.testing`, `maitre.demo` and `maitre.cli`. A door imports the core, and another door only
+  `maitre.routing`, `maitre.evals` (`maitre eval`), `maitre.testing`, `maitre.demo` and `maitre.cli`. A door imports the core, and another door only
   through its public names. The model adapters sit below the loop (`maitre.models` never imports
   `maitre.agent`), and `maitre.cli` is the outermost: nothing imports it.
 - One documented exception: `Toolbox.from_mcp` imports `maitre.mcp.client` inside the method,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .mcp.app import MCPApp
     from .models import ScriptedModel
+    from .routing import Router
 
 __version__ = "0.1.0"
 
@@ -81,6 +83,7 @@ __all__ = [
     "Provenance",
     "RateLimit",
     "Risk",
+    "Router",
     "RunContext",
     "ScriptedModel",
     "StoreError",
@@ -96,7 +99,12 @@ __all__ = [
     "UserError",
 ]
 
-_LAZY = {"Agent": "maitre.agent", "MCPApp": "maitre.mcp.app", "ScriptedModel": "maitre.models"}
+_LAZY = {
+    "Agent": "maitre.agent",
+    "MCPApp": "maitre.mcp.app",
+    "Router": "maitre.routing",
+    "ScriptedModel": "maitre.models",
+}
 """Names loaded on first use: a door, or a name that needs an optional extra."""
 _EXTRAS = {"MCPApp": "mcp"}
 
