@@ -191,13 +191,19 @@ def wrap_stores(seams: Seams, stores: Any) -> None:
 
 # -- experiments: changes to files this harness does not own, applied by monkeypatching -------------
 
-EXPERIMENTS = ("jwt_cache", "httptools", "uvloop", "pg_pipeline")
+EXPERIMENTS = ("jwt_cache", "httptools", "uvloop", "pg_pipeline", "lean_client")
 """What `--variants` can turn on (joined with `+`; `base` is none of them):
 
 - `jwt_cache`: `JWTVerifier.decode` remembers a verified token's claims (keyed by the whole token,
   bounded, at most 60 s, never past `exp`), so a client sending the same bearer token again is not
   verified again (the proposed change to `maitre/mcp/auth.py`).
 - `httptools`: uvicorn parses inbound HTTP with httptools instead of h11 (a dependency).
+- `lean_client`: an upper bound, not a drop-in: `McpUpstream._call_on` posts the stateless
+  2026-07-28 `tools/call` itself on one pooled httpx2 client (the egress hooks kept) and validates
+  the answer as a `CallToolResult`, instead of going through the SDK `Client` (its session,
+  dispatcher, memory streams and task per request). It skips what the SDK adds (output-schema
+  validation, `input_required` rounds, cancellation), so it says how much of the client layer is
+  the SDK's machinery, to decide whether a leaner path in `maitre/mcp/client.py` is worth it.
 - `pg_pipeline`: the audit append on Postgres in psycopg's pipeline mode, as before commit cc1bc75
   (to compare with the plain transaction it uses now).
 - `uvloop`: the event loop is uvloop's (a dependency). Both need `--extra-path` holding them
@@ -219,6 +225,8 @@ def apply_experiments(chosen: set[str]) -> list[Callable[[], None]]:
 
     uvicorn.Config.__init__ = config_init  # type: ignore[method-assign]
     undo.append(lambda: setattr(uvicorn.Config, "__init__", original_init))
+    if "lean_client" in chosen:
+        undo.append(_lean_client())
     if "pg_pipeline" in chosen:
         from maitre.storage.engine.postgres import PostgresEngine
 
@@ -251,6 +259,49 @@ def apply_experiments(chosen: set[str]) -> list[Callable[[], None]]:
         JWTVerifier.decode = decode  # type: ignore[method-assign]
         undo.append(lambda: setattr(JWTVerifier, "decode", original_decode))
     return undo
+
+
+def _lean_client() -> Callable[[], None]:
+    import httpx2
+    import mcp_types as types
+
+    from maitre.mcp.client import McpUpstream
+    from maitre.mcp.egress import _hooks
+
+    original = McpUpstream._call_on
+    clients: dict[int, httpx2.AsyncClient] = {}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "maitre-lean", "version": "0"},
+    }
+    ids = iter(range(1, 1 << 62))
+
+    async def call_on(self: Any, client: Any, name: str, arguments: dict[str, Any], extra: Any) -> Any:
+        http = clients.get(id(self))
+        if http is None:
+            http = clients[id(self)] = httpx2.AsyncClient(
+                headers=self.headers, event_hooks=_hooks(self.guard, self.max_response_bytes), timeout=30
+            )
+        body = {
+            "jsonrpc": "2.0",
+            "id": next(ids),
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments, "_meta": meta},
+        }
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": name,
+        }
+        response = await http.post(self.target, content=json.dumps(body), headers=headers)
+        answer = json.loads(await response.aread())
+        return types.CallToolResult.model_validate(answer["result"])
+
+    McpUpstream._call_on = call_on  # type: ignore[method-assign]
+    return lambda: setattr(McpUpstream, "_call_on", original)
 
 
 # -- the gateway, in this process ------------------------------------------------------------------
