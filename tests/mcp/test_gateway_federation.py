@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from maitre.config.schema import UpstreamConfig
 from maitre.mcp.app import MCPApp
 from maitre.mcp.client import McpUpstream
-from maitre.mcp.federation import URI_SCHEME, gateway_uri, upstream_uri
+from maitre.mcp.federation import URI_SCHEME, Federation, gateway_uri, upstream_uri
 from maitre.mcp.gateway import Gateway
 from maitre.mcp.pinning import Lockfile
 from maitre.mcp.server import GovernedServer
@@ -489,3 +489,35 @@ async def test_maitre_serve_tells_a_2025_session_when_its_toolbox_changes() -> N
         box.add_tool(added)
         await told.wait_for("tools")
         assert [t.name for t in (await old.list_tools()).tools] == ["added"]
+
+
+async def test_a_2025_upstreams_own_list_changed_is_followed_at_once_not_at_the_next_poll() -> None:
+    """A 2025-11-25 upstream says on the gateway's session that its resources changed: the
+    federation hears it from the session (`McpUpstream.on_notification`) well before `poll_s`
+    (an hour here) would have listed again, and lists again when asked."""
+    async with serving(content_server("docs")) as docs:
+        upstream = McpUpstream(docs, namespace="docs", mode="legacy", allow_loopback=True, scan="off")
+        federation = Federation({"docs": upstream}, ["docs"], poll_s=3600.0)
+        heard: list[frozenset[str]] = []
+        told = anyio.Event()
+
+        def listener(kinds: frozenset[str]) -> None:
+            heard.append(kinds)
+            told.set()
+
+        federation.on_change(listener)
+        try:
+            before = [r.uri for r in await federation.list_resources()]
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(federation.watch, "docs", upstream)
+                async with upstream.session() as session:
+                    assert session.protocol_version == "2025-11-25"
+                    await session.call_tool("add_page", {"slug": "news"})  # notifies this session
+                with anyio.fail_after(5):
+                    await told.wait()
+                tg.cancel_scope.cancel()
+            assert heard == [frozenset({"resources"})]
+            after = [r.uri for r in await federation.list_resources()]
+            assert gateway_uri("docs", "docs://added/news") in after and after != before
+        finally:
+            await upstream.aclose()

@@ -374,6 +374,7 @@ class McpUpstream:
         self._checked_at = 0.0
         self._stale = False
         self._recheck_lock = anyio.Lock()
+        self._notification_listeners: list[Callable[[Any], Awaitable[None]]] = []
 
     # -- connections ----------------------------------------------------------------------------
 
@@ -493,8 +494,26 @@ class McpUpstream:
             await anyio.sleep(max(interval, 0.05))
             await self._recheck_logged()
 
+    def on_notification(self, listener: Callable[[Any], Awaitable[None]]) -> Callable[[], None]:
+        """Call `listener` with every notification a session of this upstream receives (2025-11-25
+        `notifications/resources/list_changed`, `.../prompts/list_changed`, ...); returns a function
+        that removes it. A listener that raises is logged and kept."""
+        self._notification_listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._notification_listeners:
+                self._notification_listeners.remove(listener)
+
+        return remove
+
     async def _on_message(self, message: Any) -> None:
-        """The 2025-11-25 `notifications/tools/list_changed`: re-check now, or before the next call."""
+        """Tell the listeners; the 2025-11-25 `notifications/tools/list_changed`: re-check now, or
+        before the next call."""
+        for listener in list(self._notification_listeners):
+            try:
+                await listener(message)
+            except Exception:
+                logger.exception("MCP upstream %s: a notification listener failed", self.namespace)
         if not isinstance(message, types.ToolListChangedNotification) or self._listening:
             return
         self._stale = True

@@ -222,14 +222,26 @@ class Federation:
         answering.
 
         Every `poll_s` the upstream is asked something (its tools): two rounds in a row without an
-        answer (a timeout, a broken connection; an MCP error is an answer) raise. Its resource and prompt lists are followed on a `subscriptions/listen`
-        stream (2026-07-28), or, without one (2025-11-25, or the stream ended), listed again every
-        `poll_s`, a difference announced.
+        answer (a timeout, a broken connection; an MCP error is an answer) raise. Its resource and
+        prompt lists are followed on a `subscriptions/listen` stream (2026-07-28) or by the
+        session's own list_changed notifications (2025-11-25); without a stream they are also
+        listed again every `poll_s` (a server need not notify), a difference announced.
         """
         listening = _Listening()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._listen_logged, namespace, upstream, listening)
-            await self._poll(namespace, upstream, listening)
+
+        async def told(message: Any) -> None:  # a 2025-11-25 session's own notifications
+            if isinstance(message, types.ResourceListChangedNotification):
+                self.changed(namespace, ("resources", "templates"))
+            elif isinstance(message, types.PromptListChangedNotification):
+                self.changed(namespace, ("prompts",))
+
+        stop_telling = upstream.on_notification(told)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._listen_logged, namespace, upstream, listening)
+                await self._poll(namespace, upstream, listening)
+        finally:
+            stop_telling()
 
     async def _listen_logged(self, namespace: str, upstream: McpUpstream, listening: _Listening) -> None:
         try:
