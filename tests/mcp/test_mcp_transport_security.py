@@ -340,6 +340,32 @@ async def test_duplicate_keys_cannot_hide_the_called_tool_from_the_scope_check()
 
 
 @pytest.mark.anyio
+async def test_the_metadata_scopes_follow_the_toolbox_as_tools_come_and_go():
+    """A gateway's upstream comes up after the server started: the protected-resource metadata
+    names its tools' scopes from then on (read per request, cached a minute, not an hour), and
+    stops naming them when the tool is gone."""
+    server, _ = _scoped_server()
+    async with running_http(server, verifier=_verifier(), resource_url=RESOURCE, issuer_url=ISSUER) as url:
+        where = url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+        async with httpx.AsyncClient(timeout=30) as http:
+            before = await http.get(where)
+
+            @server.app.toolbox.tool(effect="read", scopes={"reports:read"})
+            def report(day: str) -> str:
+                """The day's report. Use it when asked how a day went."""
+                return day
+
+            during = (await http.get(where)).json()
+            server.app.toolbox.remove("report")
+            after = (await http.get(where)).json()
+    assert "reports:read" not in before.json()["scopes_supported"]
+    assert before.headers["cache-control"] == "public, max-age=60"
+    assert "reports:read" in during["scopes_supported"]
+    assert set(after["scopes_supported"]) == {"orders:write", "payments:refund"}
+    assert during["resource"].rstrip("/") == RESOURCE.rstrip("/") and during["authorization_servers"]
+
+
+@pytest.mark.anyio
 async def test_the_401_challenge_names_the_scopes():
     """No token or a bad one: 401 with `scope=` (the server's required scopes, else the tools' union)."""
     server, _ = _scoped_server()

@@ -39,14 +39,17 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
+from mcp.server.auth.handlers.metadata import ProtectedResourceMetadataHandler
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
-from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
+from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.shared.auth import ProtectedResourceMetadata
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -170,6 +173,31 @@ class _HostOriginGuard:
         await self.app(scope, receive, send)
 
 
+def _resource_metadata_route(
+    server: GovernedServer, resource_url: str, issuer_url: str, required_scopes: Sequence[str]
+) -> Route:
+    """RFC 9728 protected-resource metadata at the SDK's well-known path, with the SDK's model,
+    handler and CORS, but `scopes_supported` read from the toolbox on every request: a gateway's
+    upstream that comes up later (or drops out) changes the scopes its tools declare."""
+    metadata = ProtectedResourceMetadata(
+        resource=AnyHttpUrl(resource_url), authorization_servers=[AnyHttpUrl(issuer_url)]
+    )
+    path = urlsplit(str(build_resource_metadata_url(AnyHttpUrl(resource_url)))).path
+
+    async def endpoint(request: Request) -> Response:
+        scopes = declared_scopes(server.app.toolbox, required_scopes) or None
+        handler = ProtectedResourceMetadataHandler(metadata.model_copy(update={"scopes_supported": scopes}))
+        response = await handler.handle(request)
+        response.headers["Cache-Control"] = f"public, max-age={_METADATA_MAX_AGE_S}"
+        return response
+
+    return Route(path, endpoint=cors_middleware(endpoint, ["GET", "OPTIONS"]), methods=["GET", "OPTIONS"])
+
+
+_METADATA_MAX_AGE_S = 60
+"""How long a client may cache the metadata (the SDK says an hour; the scopes can change sooner)."""
+
+
 def http_app(
     server: GovernedServer,
     *,
@@ -229,11 +257,7 @@ def http_app(
             resource_metadata_url=str(metadata_url) if metadata_url else None,
         )
         if resource_url and issuer_url:
-            routes += create_protected_resource_routes(
-                resource_url=AnyHttpUrl(resource_url),
-                authorization_servers=[AnyHttpUrl(issuer_url)],
-                scopes_supported=declared_scopes(server.app.toolbox, required_scopes or ()) or None,
-            )
+            routes.append(_resource_metadata_route(server, resource_url, issuer_url, required_scopes or ()))
     routes.insert(0, Route(path, endpoint=asgi))
 
     @contextlib.asynccontextmanager
