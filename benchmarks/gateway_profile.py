@@ -191,7 +191,7 @@ def wrap_stores(seams: Seams, stores: Any) -> None:
 
 # -- experiments: changes to files this harness does not own, applied by monkeypatching -------------
 
-EXPERIMENTS = ("jwt_cache", "httptools", "uvloop", "pg_pipeline", "lean_client")
+EXPERIMENTS = ("jwt_cache", "httptools", "uvloop", "pg_pipeline", "lean_client", "one_write")
 """What `--variants` can turn on (joined with `+`; `base` is none of them):
 
 - `jwt_cache`: `JWTVerifier.decode` remembers a verified token's claims (keyed by the whole token,
@@ -204,6 +204,10 @@ EXPERIMENTS = ("jwt_cache", "httptools", "uvloop", "pg_pipeline", "lean_client")
   dispatcher, memory streams and task per request). It skips what the SDK adds (output-schema
   validation, `input_required` rounds, cancellation), so it says how much of the client layer is
   the SDK's machinery, to decide whether a leaner path in `maitre/mcp/client.py` is worth it.
+- `one_write`: httpcore2 sends a request's head and body in one socket write instead of two (it
+  writes each h11 event as it comes, so the upstream wakes up twice per request and parses the
+  head alone first). Experiment only: it buffers the whole body (the MCP client's bodies are
+  small JSON); the change belongs in httpcore2 or in the transport `egress.py` builds.
 - `pg_pipeline`: the audit append on Postgres in psycopg's pipeline mode, as before commit cc1bc75
   (to compare with the plain transaction it uses now).
 - `uvloop`: the event loop is uvloop's (a dependency). Both need `--extra-path` holding them
@@ -225,6 +229,8 @@ def apply_experiments(chosen: set[str]) -> list[Callable[[], None]]:
 
     uvicorn.Config.__init__ = config_init  # type: ignore[method-assign]
     undo.append(lambda: setattr(uvicorn.Config, "__init__", original_init))
+    if "one_write" in chosen:
+        undo.append(_one_write())
     if "lean_client" in chosen:
         undo.append(_lean_client())
     if "pg_pipeline" in chosen:
@@ -258,6 +264,34 @@ def apply_experiments(chosen: set[str]) -> list[Callable[[], None]]:
 
         JWTVerifier.decode = decode  # type: ignore[method-assign]
         undo.append(lambda: setattr(JWTVerifier, "decode", original_decode))
+    return undo
+
+
+def _one_write() -> Callable[[], None]:
+    import h11
+    from httpcore2._async.http11 import AsyncHTTP11Connection
+
+    original = (AsyncHTTP11Connection._send_request_headers, AsyncHTTP11Connection._send_request_body)
+    heads: dict[int, bytes] = {}
+
+    async def send_headers(self: Any, request: Any) -> None:
+        event = h11.Request(method=request.method, target=request.url.target, headers=request.headers)
+        heads[id(self)] = self._h11_state.send(event) or b""
+
+    async def send_body(self: Any, request: Any) -> None:
+        timeout = request.extensions.get("timeout", {}).get("write", None)
+        parts = [heads.pop(id(self), b"")]
+        async for chunk in request.stream:
+            parts.append(self._h11_state.send(h11.Data(data=chunk)) or b"")
+        parts.append(self._h11_state.send(h11.EndOfMessage()) or b"")
+        await self._network_stream.write(b"".join(parts), timeout=timeout)
+
+    AsyncHTTP11Connection._send_request_headers = send_headers  # type: ignore[method-assign]
+    AsyncHTTP11Connection._send_request_body = send_body  # type: ignore[method-assign]
+
+    def undo() -> None:
+        AsyncHTTP11Connection._send_request_headers, AsyncHTTP11Connection._send_request_body = original
+
     return undo
 
 
@@ -427,10 +461,10 @@ async def _listening(port: int) -> bool:
 # -- the load, from a child process ----------------------------------------------------------------
 
 
-async def load_from_child(url: str, token: str, *, calls: int, clients: int) -> LoadResult:
+async def load_from_child(url: str, token: str, *, calls: int, clients: int, tool: str = TOOL) -> LoadResult:
     """`calls` checked 2026-07-28 calls from `clients` workers, run by a child process (its CPU is
     its own); the child prints the result as JSON."""
-    args = [sys.executable, str(SELF), "--_load", url, token, str(calls), str(clients)]
+    args = [sys.executable, str(SELF), "--_load", url, token, str(calls), str(clients), tool]
     proc = await asyncio.create_subprocess_exec(
         *args,
         stdout=asyncio.subprocess.PIPE,
@@ -452,8 +486,8 @@ async def load_from_child(url: str, token: str, *, calls: int, clients: int) -> 
     return LoadResult(**data, latencies_ms=latencies)
 
 
-def _child_load(url: str, token: str, calls: int, clients: int) -> None:
-    target = Target(url=url, tool=TOOL, token=token, protocol=MODERN, name="gateway")
+def _child_load(url: str, token: str, calls: int, clients: int, tool: str) -> None:
+    target = Target(url=url, tool=tool, token=token or None, protocol=MODERN, name=tool)
     result = asyncio.run(run_load(target, concurrency=clients, duration_s=None, count=calls, warmup_s=0))
     record = result.as_dict()
     record["seconds"] = result.seconds
@@ -546,6 +580,7 @@ async def measure(
     up_pid: int | None,
     seams: Seams | None = None,
     profiler: cProfile.Profile | None = None,
+    tool: str = TOOL,
 ) -> Window:
     up0 = proc_cpu_s(up_pid) if up_pid else 0.0
     if seams is not None:
@@ -555,7 +590,7 @@ async def measure(
         profiler.enable()
     cpu0 = time.process_time()
     try:
-        result = await load_from_child(url, token, calls=calls, clients=clients)
+        result = await load_from_child(url, token, calls=calls, clients=clients, tool=tool)
     finally:
         cpu = time.process_time() - cpu0
         if profiler is not None:
@@ -775,6 +810,26 @@ def _stop_pyspy(proc: subprocess.Popen[bytes], folder: Path) -> None:
         print(f"    {100 * n / total:5.1f}%  {frame[:140]}")
 
 
+async def direct_rows(upstream_url: str, up_pid: int | None, args: argparse.Namespace) -> list[Window]:
+    """The upstream called directly, 1 and C clients: the yardstick of the issue's ratios."""
+    print("upstream direct:")
+    await load_from_child(upstream_url, "", calls=min(100, args.calls), clients=2, tool="echo")  # warm-up
+    rows = []
+    for clients in (1, args.concurrency):
+        window = await measure(
+            f"direct, {clients} client(s)",
+            upstream_url,
+            "",
+            calls=args.calls,
+            clients=clients,
+            up_pid=up_pid,
+            tool="echo",
+        )
+        print_window(window)
+        rows.append(window)
+    return rows
+
+
 def run_all(args: argparse.Namespace) -> list[Window]:
     """Every store × variant, each variant in an event loop of its own (uvloop's when asked)."""
     seams = Seams()
@@ -785,6 +840,7 @@ def run_all(args: argparse.Namespace) -> list[Window]:
         with echo_upstream(NAMESPACE) as upstream_url:
             port = int(upstream_url.rsplit(":", 1)[1].split("/", 1)[0])
             up_pid = upstream_pid(port)
+            windows += asyncio.run(direct_rows(upstream_url, up_pid, args))
             for kind in args.stores:
                 if kind == "postgres" and (why := postgres_error()):
                     print(f"{kind}: skipped ({why})")
@@ -816,8 +872,8 @@ def run_all(args: argparse.Namespace) -> list[Window]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--_load"]:
-        url, token, calls, clients = argv[1:5]
-        _child_load(url, token, int(calls), int(clients))
+        url, token, calls, clients, tool = argv[1:6]
+        _child_load(url, token, int(calls), int(clients), tool)
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument(
