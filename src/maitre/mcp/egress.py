@@ -22,7 +22,9 @@ target: it is not checked.
 **Byte cap.** `DEFAULT_MAX_RESPONSE_BYTES` (4 MiB) bounds what one upstream response may be. A JSON
 response is cut off while it is read (Content-Length first, then bytes as they arrive), so an
 oversized body is never buffered or parsed (a body whose Content-Length is within the cap is
-not counted again: the HTTP/1.1 parser reads no more than that); one SSE event is bounded by the SDK's own
+not counted again: the HTTP/1.1 parser reads no more than that). Every request asks for
+`Accept-Encoding: identity`, and a response compressed anyway is refused unread: decompression
+would turn a few counted bytes into gigabytes. One SSE event is bounded by the SDK's own
 `max_sse_event_size`, which the client sets to the same cap.
 """
 
@@ -247,6 +249,25 @@ class _CappedStream(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
+class _Refused(httpx2.AsyncByteStream):
+    """A response body that is not read: raises `ResponseTooLarge` at the first read."""
+
+    def __init__(self, message: str) -> None:
+        self._message = message
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        raise ResponseTooLarge(self._message)
+        yield b""  # pragma: no cover - makes this an async generator
+
+    async def aclose(self) -> None:
+        return None
+
+
+IDENTITY = {"Accept-Encoding": "identity"}
+"""Sent with every upstream request: the byte cap counts bytes as they arrive, which bounds what is
+parsed only when nothing decompresses them afterwards."""
+
+
 def _hooks(guard: AddressGuard | None, max_bytes: int | None) -> dict[str, list[Any]]:
     async def on_request(request: httpx2.Request) -> None:
         assert guard is not None
@@ -254,6 +275,14 @@ def _hooks(guard: AddressGuard | None, max_bytes: int | None) -> dict[str, list[
 
     async def on_response(response: httpx2.Response) -> None:
         assert max_bytes is not None
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            # Asked for identity (`IDENTITY`); a compressed body would be decoded past any count of
+            # the bytes that arrived (230 gzip bytes are 200 kB of JSON), so it is not read at all.
+            response.stream = _Refused(
+                f"{OVERSIZE_MARKER} what maitre can bound: a {encoding}-encoded response (identity was asked for)"
+            )
+            return
         if not response.headers.get("content-type", "").lower().startswith("application/json"):
             return  # SSE events are bounded by the SDK's max_sse_event_size
         # Raised while the SDK reads the body, where it becomes a JSON-RPC error for this request.
@@ -288,7 +317,8 @@ async def guarded_http_transport(
     guard's request hook checks every request the flow sends too, token endpoints included."""
     if guard is not None:
         await guard.check_url(url)
-    async with create_mcp_http_client(headers=dict(headers) or None, auth=auth) as http:
+    sent = {**dict(headers), **IDENTITY} if max_response_bytes is not None else dict(headers)
+    async with create_mcp_http_client(headers=sent or None, auth=auth) as http:
         http.event_hooks = _hooks(guard, max_response_bytes)
         async with streamable_http_client(
             url, http_client=http, max_sse_event_size=max_response_bytes
