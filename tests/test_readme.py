@@ -236,6 +236,10 @@ def _check_maitre_command(words: list[str], root: Any, where: str) -> None:
     rest = words[1:]
     while hasattr(command, "commands") and rest and not rest[0].startswith("-"):
         sub = command.commands.get(rest[0])
+        default = getattr(command, "default_command", None)  # `maitre eval CASES` = `maitre eval run CASES`
+        if sub is None and default in command.commands:
+            command = command.commands[default]
+            break
         assert sub is not None, f"{where}: `maitre {' '.join(words[1:])}`: no command {rest[0]!r}"
         command, rest = sub, rest[1:]
     options = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
@@ -372,12 +376,15 @@ def test_the_word_seed_is_explained_where_it_is_used() -> None:
 def test_the_configuration_section_names_every_key_and_only_real_ones() -> None:
     """Each key of `maitre.toml` appears in the section, and each key the section names exists."""
     from maitre.config import MaitreConfig, UpstreamConfig
+    from maitre.config.schema import ToolOverrideConfig
 
     text = README.read_text(encoding="utf-8")
     section = text[text.index("## The configuration file") : text.index("## Serving tools over MCP")]
     sections = {name: field.annotation for name, field in MaitreConfig.model_fields.items()}
     keys = {
-        key for model in [*sections.values(), UpstreamConfig] for key in getattr(model, "model_fields", {})
+        key
+        for model in [*sections.values(), UpstreamConfig, ToolOverrideConfig]
+        for key in getattr(model, "model_fields", {})
     }
     for key in keys:
         assert re.search(rf"\b{key}\b", section), f"the configuration section does not mention {key!r}"

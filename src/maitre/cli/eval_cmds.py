@@ -32,9 +32,12 @@ EXIT_CODES = """Exit status: 0 every threshold met (or none set), 1 a threshold 
 class _RunByDefault(TyperGroup):
     """A group whose first word, when it names no command, is the `run` command's first argument."""
 
+    default_command = "run"
+    """The command a first word that names none runs (the README's command check reads it too)."""
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
-            args = ["run", *args]
+            args = [self.default_command, *args]
         return super().parse_args(ctx, args)
 
 
