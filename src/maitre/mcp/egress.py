@@ -51,6 +51,7 @@ __all__ = [
     "AddressGuard",
     "AddressRefused",
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "IDENTITY",
     "IP",
     "METADATA_ADDRESSES",
     "OVERSIZE_MARKER",
