@@ -20,10 +20,16 @@ from typing import Any
 
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter, ValidationError
 
 from ..context import NeedsInput
+from ..fence import fence_untrusted
 
-__all__ = ["McpCallContext", "current_call"]
+__all__ = ["McpCallContext", "current_call", "upstream_blocks"]
+
+_BLOCKS: TypeAdapter[list[types.ContentBlock]] = TypeAdapter(list[types.ContentBlock])
+_MAITRE_META = "io.maitre/"
+"""The `_meta` prefix of maitre's own labels (trust, source, errors): never taken from an upstream."""
 
 _current: contextvars.ContextVar[McpCallContext | None] = contextvars.ContextVar(
     "maitre_mcp_call", default=None
@@ -134,6 +140,42 @@ class McpCallContext:
             messages, max_tokens=max_tokens, related_request_id=self.request_id
         )
         return result
+
+
+def upstream_blocks(value: Any, *, tool: str, source: str) -> list[types.ContentBlock] | None:
+    """An upstream MCP tool's content blocks, from the value its imported tool returned, to send on.
+
+    `McpUpstream` returns a result with any non-text block as the list of its blocks (wire dicts),
+    which is also what the gate records and an idempotent replay gives back; an agent reads that
+    list as data. The MCP door passes the blocks on as blocks instead (an image stays an image),
+    rebuilt from the recorded value so a replay answers the same blocks. Every text the upstream
+    wrote (a text block, an embedded text resource) is fenced as untrusted data, and `_meta` keys
+    claiming maitre's labels are dropped. None when `value` is not such a list (the gate cut the
+    result to a handle or a shorter text, or it is text or structured content): then the ordinary
+    fenced text is sent.
+    """
+    if not isinstance(value, list) or not value or not all(isinstance(b, dict) for b in value):
+        return None
+    try:
+        blocks = _BLOCKS.validate_python(value)
+    except ValidationError:
+        return None
+    return [_fenced(block, tool=tool, source=source) for block in blocks]
+
+
+def _fenced(block: types.ContentBlock, *, tool: str, source: str) -> types.ContentBlock:
+    update: dict[str, Any] = {}
+    if block.meta:
+        update["meta"] = {k: v for k, v in block.meta.items() if not str(k).startswith(_MAITRE_META)}
+    if isinstance(block, types.TextContent):
+        update["text"] = fence_untrusted(block.text, tool=tool, source=source)
+    elif isinstance(block, types.EmbeddedResource) and isinstance(block.resource, types.TextResourceContents):
+        resource = block.resource
+        inner: dict[str, Any] = {"text": fence_untrusted(resource.text, tool=tool, source=source)}
+        if resource.meta:
+            inner["meta"] = {k: v for k, v in resource.meta.items() if not str(k).startswith(_MAITRE_META)}
+        update["resource"] = resource.model_copy(update=inner)
+    return block.model_copy(update=update) if update else block
 
 
 def _enter(ctx: McpCallContext) -> contextvars.Token[McpCallContext | None]:

@@ -57,11 +57,11 @@ from opentelemetry.propagate import get_global_textmap
 from ..gate import CallOptions
 from ..tools import Tool
 from ..tracing import tracing_enabled
-from ..types import Principal, ToolCall, ToolResult
+from ..types import Principal, ToolCall, ToolResult, Trust
 from .app import ListKind, MCPApp
 from .approvals import APPROVAL_INPUT_KEY, APPROVAL_META_KEY, McpApprovals
 from .auth import principal_from_request
-from .context import McpCallContext
+from .context import McpCallContext, upstream_blocks
 from .resources import ResourceHandlers
 from .signing import Signer, load_secret
 from .task_handlers import TaskHandlers, client_has_tasks
@@ -409,6 +409,10 @@ class GovernedServer:
             return input_required_result(call_ctx.pending_input, {"tool": call_ctx.pending_state})
         if result.approval is not None:
             return await self._approvals.ask(call, principal, result, result.approval, call_ctx, options)
+        if tool is not None and not result.is_error and call_ctx.content is None and _imported(tool):
+            blocks = upstream_blocks(result.structured, tool=tool.name, source=tool.source)
+            if blocks is not None:
+                call_ctx.set_content(blocks)
         return call_tool_wire(result, call_ctx, tool)
 
     def to_call_tool_result(
@@ -416,6 +420,11 @@ class GovernedServer:
     ) -> types.CallToolResult:
         """The wire result for a gate result: teaching text + structured error, or content + data."""
         return call_tool_result(result, call_ctx, tool)
+
+
+def _imported(tool: Tool) -> bool:
+    """A tool `McpUpstream` imported from another MCP server (untrusted, source `mcp:NAME`)."""
+    return tool.trust is Trust.UNTRUSTED and tool.source.startswith("mcp:") and "mcp" in tool.tags
 
 
 def build_server(app: MCPApp, options: ServerOptions | None = None) -> GovernedServer:
