@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp.server.mcpserver import MCPServer
-from mcp_types import ToolAnnotations
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import LOG_LEVEL_META_KEY, ToolAnnotations
 
 from maitre import Gate, Principal
 from maitre.mcp.app import MCPApp
@@ -174,3 +174,82 @@ async def test_a_replay_answers_the_same_blocks(tmp_path):
     dump = [b.model_dump(by_alias=True, exclude_none=True) for b in first.content]
     assert [b.model_dump(by_alias=True, exclude_none=True) for b in again.content] == dump
     assert [b.type for b in again.content] == ["text", "text", "image"]
+
+
+# -- 2. progress and logs of the call in flight reach its caller ------------------------------------
+
+
+def chatty_server() -> MCPServer:
+    server = MCPServer("pics")
+
+    @server.tool(annotations=READ)
+    async def work(ctx: Context) -> str:
+        """Reports progress (repeats and a step back among it) and logs while it runs."""
+        for step, message in ((0, "start"), (50, "x" * 5000), (50, "again"), (25, "back"), (100, "done")):
+            await ctx.report_progress(step, 100, message)
+        await ctx.info("halfway " + HOSTILE)
+        return "worked"
+
+    return server
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_upstream_progress_reaches_the_callers_token_increasing_and_bounded(tmp_path, mode):
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append((value, total, message))
+
+    async with gateway(tmp_path, chatty_server()) as served, Client(served.lowlevel, mode=mode) as client:
+        result = await client.call_tool("pics.work", {}, progress_callback=progress)
+    assert not result.is_error
+    assert [(value, total) for value, total, _ in seen] == [(0, 100), (50, 100), (100, 100)]
+    assert seen[0][2] == "start" and len(seen[1][2] or "") <= 300 and seen[2][2] == "done"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_upstream_logs_reach_the_caller_labelled_as_the_upstreams(tmp_path, mode):
+    """A log of the call in flight reaches the caller who takes logs, as data from `mcp:pics`; on
+    2026-07-28 only when the caller opted in on the request (then the upstream is asked for them)."""
+    logs: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    async with gateway(tmp_path, chatty_server()) as served:
+        async with Client(served.lowlevel, mode=mode, logging_callback=on_log, log_level="info") as client:
+            await client.call_tool("pics.work", {})
+        opted_in = len(logs)
+        async with Client(served.lowlevel, mode="2026-07-28", logging_callback=on_log) as client:
+            await client.call_tool("pics.work", {})
+    assert opted_in == 1 and len(logs) == 1
+    assert logs[0].level == "info" and logs[0].logger == "mcp:pics"
+    assert isinstance(logs[0].data, str) and logs[0].data.startswith("halfway") and len(logs[0].data) <= 300
+
+
+async def test_an_agent_call_asks_the_upstream_for_no_progress(tmp_path):
+    """In process there is no caller to tell: the upstream gets no progress token and no log level."""
+    metas: list[Any] = []
+    server = MCPServer("pics")
+
+    @server.tool(annotations=READ)
+    async def peek(ctx: Context) -> str:
+        """Records the request's _meta."""
+        metas.append(ctx.request_context.meta)
+        return "ok"
+
+    async with gateway(tmp_path, server) as served:
+        result = await Gate(served.app.toolbox).call(
+            ToolCall(id="1", name="pics.peek", arguments={}), Principal(user="u")
+        )
+        async with Client(served.lowlevel, mode="2026-07-28", log_level="debug") as client:
+            await client.call_tool("pics.peek", {}, progress_callback=_ignore)
+    assert not result.is_error
+    agent, caller = (dict(m or {}) for m in metas)
+    token = {"progressToken", "progress_token"}
+    assert not token & set(agent) and LOG_LEVEL_META_KEY not in agent
+    assert token & set(caller) and caller[LOG_LEVEL_META_KEY] == "debug"
+
+
+async def _ignore(value: float, total: float | None, message: str | None) -> None:
+    return None

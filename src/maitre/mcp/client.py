@@ -83,6 +83,7 @@ import logging
 import re
 import shlex
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -103,11 +104,13 @@ from mcp.client.session import ClientRequestContext, ElicitationFnT, ListRootsFn
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, ToolsListChanged
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CONNECTION_CLOSED,
     HEADER_MISMATCH,
     INVALID_PARAMS,
+    LOG_LEVEL_META_KEY,
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     REQUEST_TIMEOUT,
@@ -123,6 +126,7 @@ from ..tools.drafts import normalise_schema
 from ..tools.tool import base_name_for
 from ..types import ErrorCode, ToolError
 from .approvals import APPROVAL_META_KEY
+from .context import McpCallContext, current_call
 from .egress import (
     DEFAULT_MAX_RESPONSE_BYTES,
     OVERSIZE_MARKER,
@@ -375,6 +379,9 @@ class McpUpstream:
         self._stale = False
         self._recheck_lock = anyio.Lock()
         self._notification_listeners: list[Callable[[Any], Awaitable[None]]] = []
+        self._in_flight: dict[int, list[McpCallContext]] = {}
+        """Per session, the MCP calls at the gateway's door each upstream call in flight serves (the
+        relay's targets for the upstream's progress and logs)."""
 
     # -- connections ----------------------------------------------------------------------------
 
@@ -393,7 +400,8 @@ class McpUpstream:
                 max_response_bytes=self.max_response_bytes,
             )
         elicit = self.elicitation_callback
-        return Client(
+        in_flight: list[McpCallContext] = []
+        client = Client(
             server,
             mode=self.mode,
             read_timeout_seconds=self.timeout_s,
@@ -402,7 +410,32 @@ class McpUpstream:
             elicitation_callback=_with_defaults(elicit) if elicit is not None else None,
             sampling_callback=self.sampling_callback,
             list_roots_callback=self.list_roots_callback,
+            logging_callback=self._log_relay(in_flight),
         )
+        self._in_flight[id(client)] = in_flight
+        weakref.finalize(client, self._in_flight.pop, id(client), None)
+        return client
+
+    def _log_relay(self, in_flight: list[McpCallContext]) -> Any:
+        """The session's `logging_callback`: an upstream log message goes to the caller's log when
+        exactly one MCP call is in flight on the session. The SDK does not say which request a log
+        belongs to, and a session may serve several callers at once: a log that could be another
+        caller's is not relayed (it stays in maitre's own log at debug level). It arrives as data
+        from `mcp:NAMESPACE` (the upstream's own logger name after it), its text shortened."""
+
+        async def relay(params: types.LoggingMessageNotificationParams) -> None:
+            if len(in_flight) != 1:
+                logger.debug(
+                    "MCP upstream %s log not relayed (%d calls in flight)", self.namespace, len(in_flight)
+                )
+                return
+            name = f"mcp:{self.namespace}" + (f"/{_quote(params.logger, 64)}" if params.logger else "")
+            try:
+                await in_flight[0].log(params.level, _jsonable(params.data), name)
+            except Exception as exc:  # the caller went away: the upstream call goes on
+                logger.debug("MCP upstream %s log not relayed: %s", self.namespace, type(exc).__name__)
+
+        return relay
 
     async def _check_target(self) -> None:
         """Refuse a non-public HTTP target before anything connects (stdio is a local process)."""
@@ -758,7 +791,29 @@ class McpUpstream:
         self, client: Client, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None
     ) -> types.CallToolResult:
         """`tools/call`, answering `input_required` rounds with the host's callbacks (2026-07-28)."""
+        caller = current_call()
+        if caller is None:
+            return await self._call_tool_on(client, name, arguments, meta, None)
+        if caller.log_level is not None:  # the caller takes logs: ask the upstream for them (2026-07-28)
+            meta = {**(meta or {}), LOG_LEVEL_META_KEY: caller.log_level}
+        in_flight = self._in_flight.setdefault(id(client), [])
+        in_flight.append(caller)
+        try:
+            return await self._call_tool_on(client, name, arguments, meta, _progress_relay(caller))
+        finally:
+            in_flight.remove(caller)
+
+    async def _call_tool_on(
+        self,
+        client: Client,
+        name: str,
+        arguments: dict[str, Any],
+        meta: dict[str, Any] | None,
+        progress: ProgressFnT | None,
+    ) -> types.CallToolResult:
         session = client.session
+        # Only when there is a caller to tell: otherwise the upstream is not asked for progress at all.
+        relayed: dict[str, Any] = {"progress_callback": progress} if progress is not None else {}
         # A tool the operator gave a longer timeout than the upstream's requests waits that long.
         longer = self.overrides.get(name, {}).get("timeout")
         wait = float(longer) if isinstance(longer, int | float) and longer > self.timeout_s else None
@@ -769,6 +824,7 @@ class McpUpstream:
                     name,
                     arguments,
                     read_timeout_seconds=wait,
+                    **relayed,
                     input_responses=responses,
                     request_state=state,
                     meta=meta,  # type: ignore[arg-type]  # RequestParamsMeta is a TypedDict, open to extensions
@@ -785,6 +841,7 @@ class McpUpstream:
                 name,
                 arguments,
                 read_timeout_seconds=wait,
+                **relayed,
                 input_responses=responses,
                 request_state=state,
                 meta=meta,  # type: ignore[arg-type]
@@ -1037,6 +1094,30 @@ class McpUpstream:
             if isinstance(retry_after, int | float) and not isinstance(retry_after, bool) and retry_after >= 0
             else None,
         )
+
+
+_MAX_RELAYED_PROGRESS = 1000
+"""The most progress notifications one upstream call passes on to its caller (a flood stops there)."""
+
+
+def _progress_relay(caller: McpCallContext) -> ProgressFnT:
+    """The upstream call's `progress_callback`: its progress, on the caller's progress token (a no-op
+    when the caller sent none). Only increasing values pass (the spec's rule, which also stops a
+    flood of repeats), at most `_MAX_RELAYED_PROGRESS` of them; the message is shortened."""
+    last: float | None = None
+    sent = 0
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        nonlocal last, sent
+        if (last is not None and progress <= last) or sent >= _MAX_RELAYED_PROGRESS:
+            return
+        last, sent = progress, sent + 1
+        try:
+            await caller.report_progress(progress, total, _quote(message) if message else None)
+        except Exception as exc:  # the caller went away: the upstream call goes on
+            logger.debug("progress not relayed: %s", type(exc).__name__)
+
+    return relay
 
 
 def _with_defaults(callback: ElicitationFnT) -> ElicitationFnT:

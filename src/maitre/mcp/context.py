@@ -56,6 +56,9 @@ class McpCallContext:
     session: Any = None
     """The SDK's `ServerSession` for this request (progress, logs, legacy server→client requests)."""
     request_id: Any = None
+    log_level: types.LoggingLevel | None = None
+    """The lowest `notifications/message` level the client takes on this request (2026-07-28: its
+    `_meta` opt-in; before: the level it set for the session); None: it takes none."""
     content: list[types.ContentBlock] | None = None
     """Set by `set_content`: the MCP content blocks to send instead of the text of the result."""
     pending_input: dict[str, Any] | None = None

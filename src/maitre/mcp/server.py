@@ -36,7 +36,7 @@ import warnings
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import anyio.abc
@@ -50,7 +50,7 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
-from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types import LOG_LEVEL_META_KEY, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry.propagate import get_global_textmap
 
@@ -374,6 +374,8 @@ class GovernedServer:
         state = request_state(params.request_state)
         call_ctx.request_state = state.get("tool")
         meta: Mapping[str, Any] = params.meta if isinstance(params.meta, dict) else {}
+        level = meta.get(LOG_LEVEL_META_KEY) if call_ctx.modern else self._log_level
+        call_ctx.log_level = _LOG_LEVELS.get(level) if isinstance(level, str) else None
         call = ToolCall(
             id=str(ctx.request_id),
             name=params.name,
@@ -420,6 +422,9 @@ class GovernedServer:
     ) -> types.CallToolResult:
         """The wire result for a gate result: teaching text + structured error, or content + data."""
         return call_tool_result(result, call_ctx, tool)
+
+
+_LOG_LEVELS: dict[str, types.LoggingLevel] = {level: level for level in get_args(types.LoggingLevel)}
 
 
 def _imported(tool: Tool) -> bool:
