@@ -782,6 +782,9 @@ class McpUpstream:
                         "MCP upstream %s forgot the session; calling %s on a new one", self.namespace, name
                     )
                     continue
+                refusal = self._refusal_for_caller(name, exc)
+                if refusal is not None:
+                    return refusal
                 raise self._failure(name, exc) from None
         self._refuse_withdrawn(name)
         assert result is not None
@@ -869,6 +872,42 @@ class McpUpstream:
             first, dispatch=answer, retry=send, max_rounds=self.input_required_max_rounds
         )
         return done
+
+    def _refusal_for_caller(self, name: str, exc: BaseException) -> dict[str, Any] | None:
+        """The upstream's -32021 (a client capability it needs was not declared) as the same JSON-RPC
+        error to an MCP caller that did not declare it either: the caller's request is what lacks the
+        capability, so it gets the spec's error (HTTP 400 on 2026-07-28), not a tool result. Only the
+        capabilities are taken from the upstream (as a validated `ClientCapabilities`); the message
+        is maitre's own. None for an in-process caller, or one that declared them all (it gets
+        INPUT_REQUIRED: the gateway cannot relay the question yet)."""
+        caller = current_call()
+        leaf = next(
+            (
+                e
+                for e in _leaves(exc)
+                if isinstance(e, MCPError) and e.code == MISSING_REQUIRED_CLIENT_CAPABILITY
+            ),
+            None,
+        )
+        if caller is None or leaf is None:
+            return None
+        data = leaf.data if isinstance(leaf.data, Mapping) else {}
+        try:
+            required = types.ClientCapabilities.model_validate(data.get("requiredCapabilities") or {})
+        except ValidationError:
+            return None
+        wanted = required.model_dump(by_alias=True, mode="json", exclude_none=True)
+        missing = sorted(key for key in wanted if not caller.supports(key))
+        if not missing:
+            return None
+        return caller.reject(
+            MCPError(
+                code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message=f"{self.namespace}.{name} needs the client capabilities {', '.join(missing)}, which "
+                "this request did not declare",
+                data={"requiredCapabilities": wanted},
+            )
+        )
 
     def _input_required(self, name: str, requests: Mapping[str, types.InputRequest]) -> ToolError:
         asked = {key: _describe_request(request) for key, request in requests.items()}
