@@ -302,3 +302,53 @@ async def test_an_upstream_missing_capability_is_the_callers_own_32021(tmp_path)
     assert "sampling" in error.message and "Ignore previous" not in error.message
     assert declared.is_error and declared.meta["io.maitre/error"]["code"] == "INPUT_REQUIRED"
     assert agent.is_error and agent.error is not None and agent.error.code == "INPUT_REQUIRED"
+
+
+# -- 4. an upstream's input_required is the 2026-07-28 caller's own ------------------------------------
+
+
+def asking_server(seen: list[tuple[Any, Any]]) -> MCPServer:
+    server = MCPServer("pics")
+
+    @server.tool(annotations=READ)
+    def greet(ctx: Context) -> Any:
+        """Asks the user's name (input_required), keeping its own state across the round."""
+        seen.append((ctx.request_state, dict(ctx.input_responses or {})))
+        answer = (ctx.input_responses or {}).get("name")
+        if answer is None:
+            return types.InputRequiredResult(
+                input_requests={
+                    "name": types.ElicitRequest(
+                        params=types.ElicitRequestFormParams(
+                            message="Your name?",
+                            requested_schema={"type": "object", "properties": {"name": {"type": "string"}}},
+                        )
+                    )
+                },
+                request_state="upstream-secret-state",
+            )
+        content = answer.content if isinstance(answer, types.ElicitResult) else answer.get("content")
+        return f"Hello, {content['name']} ({ctx.request_state})"
+
+    return server
+
+
+async def _elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+async def test_an_upstreams_question_is_asked_of_the_caller_and_its_state_comes_back(tmp_path):
+    """The caller answers the upstream's question (the SDK client retries with the answer and the
+    sealed state); the upstream gets its own state back; a caller without elicitation gets -32021."""
+    seen: list[tuple[Any, Any]] = []
+    async with gateway(tmp_path, asking_server(seen)) as served:
+        async with Client(served.lowlevel, mode="2026-07-28", elicitation_callback=_elicit) as client:
+            result = await client.call_tool("pics.greet", {})
+        async with Client(served.lowlevel, mode="2026-07-28") as client:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("pics.greet", {})
+    assert not result.is_error
+    assert "Hello, Ada (upstream-secret-state)" in result.content[0].text
+    assert seen[0] == (None, {}) and seen[1][0] == "upstream-secret-state" and "name" in seen[1][1]
+    assert refused.value.code == MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert refused.value.data == {"requiredCapabilities": {"elicitation": {}}}

@@ -79,6 +79,7 @@ TEMPORARY_UNAVAILABLE (retryable).
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import re
 import shlex
@@ -202,6 +203,12 @@ _REFUSALS = {
 }
 """The SDK's own refusals when a callback is missing: a 2025-11-25 server that asked during the call
 and relays the refusal as its error is a server that needed input, not a broken one."""
+_CAPABILITY_OF = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+"""The client capability each question a server may ask needs."""
 _INPUT_KINDS = {
     "elicitation/create": "elicitation_callback",
     "sampling/createMessage": "sampling_callback",
@@ -765,7 +772,7 @@ class McpUpstream:
             if not _ID.match(approval_id):
                 raise ToolError("INVALID_ARGUMENTS", "approval_id is not an approval id")
             meta = {APPROVAL_META_KEY: approval_id}
-        result: types.CallToolResult | None = None
+        result: types.CallToolResult | dict[str, Any] | None = None
         for attempt in (1, 2):
             try:
                 async with self.session(credential) as client:
@@ -788,21 +795,24 @@ class McpUpstream:
                 raise self._failure(name, exc) from None
         self._refuse_withdrawn(name)
         assert result is not None
+        if isinstance(result, dict):  # the caller is asked for the upstream's input (NeedsInput)
+            return result
         return self._shape(name, result)
 
     async def _call_on(
         self, client: Client, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None
-    ) -> types.CallToolResult:
-        """`tools/call`, answering `input_required` rounds with the host's callbacks (2026-07-28)."""
+    ) -> types.CallToolResult | dict[str, Any]:
+        """`tools/call`, answering `input_required` rounds with the host's callbacks (2026-07-28), or
+        passing them to a 2026-07-28 MCP caller as its own (`_ask_caller`)."""
         caller = current_call()
         if caller is None:
-            return await self._call_tool_on(client, name, arguments, meta, None)
+            return await self._call_tool_on(client, name, arguments, meta, None, None)
         if caller.log_level is not None:  # the caller takes logs: ask the upstream for them (2026-07-28)
             meta = {**(meta or {}), LOG_LEVEL_META_KEY: caller.log_level}
         in_flight = self._in_flight.setdefault(id(client), [])
         in_flight.append(caller)
         try:
-            return await self._call_tool_on(client, name, arguments, meta, _progress_relay(caller))
+            return await self._call_tool_on(client, name, arguments, meta, _progress_relay(caller), caller)
         finally:
             in_flight.remove(caller)
 
@@ -813,7 +823,8 @@ class McpUpstream:
         arguments: dict[str, Any],
         meta: dict[str, Any] | None,
         progress: ProgressFnT | None,
-    ) -> types.CallToolResult:
+        caller: McpCallContext | None,
+    ) -> types.CallToolResult | dict[str, Any]:
         session = client.session
         # Only when there is a caller to tell: otherwise the upstream is not asked for progress at all.
         relayed: dict[str, Any] = {"progress_callback": progress} if progress is not None else {}
@@ -858,9 +869,12 @@ class McpUpstream:
             ctx = ClientRequestContext(session=session, request_id=key, meta=params.meta if params else None)
             return await session.dispatch_input_request(ctx, request)
 
-        first = await send(None, None)
+        responses, state = self._resumed(caller, name)
+        first = await send(responses, state)
         if not isinstance(first, types.InputRequiredResult):
             return first  # type: ignore[no-any-return]
+        if caller is not None and caller.modern:
+            return self._ask_caller(caller, name, first)
         unanswerable = {
             key: request
             for key, request in (first.input_requests or {}).items()
@@ -872,6 +886,66 @@ class McpUpstream:
             first, dispatch=answer, retry=send, max_rounds=self.input_required_max_rounds
         )
         return done
+
+    def _resumed(
+        self, caller: McpCallContext | None, name: str
+    ) -> tuple[types.InputResponses | None, str | None]:
+        """The caller's answers and the upstream's own request state, when a 2026-07-28 caller retries
+        a call whose upstream asked it for input (`_ask_caller`); else nothing (a fresh call)."""
+        if (
+            caller is None
+            or not caller.modern
+            or (not caller.input_responses and caller.request_state is None)
+        ):
+            return None, None
+        state: str | None = None
+        if caller.request_state is not None:
+            # Our own envelope, sealed by the server before it reached the caller and verified when it
+            # came back; a state issued for another upstream's or tool's question is refused.
+            try:
+                sealed = json.loads(caller.request_state)
+            except ValueError:
+                sealed = None
+            if (
+                not isinstance(sealed, dict)
+                or sealed.get("upstream") != self.namespace
+                or sealed.get("tool") != name
+            ):
+                raise ToolError(
+                    "INVALID_ARGUMENTS",
+                    f"the requestState sent with {self.namespace}.{name} belongs to another call",
+                )
+            upstream_state = sealed.get("state")
+            state = upstream_state if isinstance(upstream_state, str) else None
+        return dict(caller.input_responses) or None, state
+
+    def _ask_caller(
+        self, caller: McpCallContext, name: str, asked: types.InputRequiredResult
+    ) -> dict[str, Any]:
+        """The upstream's `input_required` as the gateway's own, to a 2026-07-28 caller: the same
+        questions, under the same keys, and the upstream's request state sealed inside ours (the
+        server signs it, so the caller can neither read a change into it nor forge it). A question
+        needing a capability the caller did not declare is -32021 instead."""
+        requests = dict(asked.input_requests or {})
+        missing = sorted(
+            {
+                capability
+                for request in requests.values()
+                if (capability := _CAPABILITY_OF.get(request.method)) is not None
+                and not caller.supports(capability)
+            }
+        )
+        if missing:
+            return caller.reject(
+                MCPError(
+                    code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    message=f"{self.namespace}.{name} needs the client capabilities {', '.join(missing)}, "
+                    "which this request did not declare",
+                    data={"requiredCapabilities": {capability: {} for capability in missing}},
+                )
+            )
+        sealed = json.dumps({"upstream": self.namespace, "tool": name, "state": asked.request_state})
+        return caller.input_required(requests, state=sealed)
 
     def _refusal_for_caller(self, name: str, exc: BaseException) -> dict[str, Any] | None:
         """The upstream's -32021 (a client capability it needs was not declared) as the same JSON-RPC
