@@ -352,3 +352,24 @@ async def test_an_upstreams_question_is_asked_of_the_caller_and_its_state_comes_
     assert seen[0] == (None, {}) and seen[1][0] == "upstream-secret-state" and "name" in seen[1][1]
     assert refused.value.code == MISSING_REQUIRED_CLIENT_CAPABILITY
     assert refused.value.data == {"requiredCapabilities": {"elicitation": {}}}
+
+
+async def test_a_2025_11_25_caller_is_asked_during_its_call(tmp_path):
+    """A 2025-11-25 caller cannot take input_required: the gateway asks it with the same elicitation
+    request during its call, and sends the upstream the answer with the upstream's state."""
+    seen: list[tuple[Any, Any]] = []
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Grace"})
+
+    async with gateway(tmp_path, asking_server(seen)) as served:
+        async with Client(served.lowlevel, mode="legacy", elicitation_callback=elicit) as client:
+            result = await client.call_tool("pics.greet", {})
+        async with Client(served.lowlevel, mode="legacy") as client:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("pics.greet", {})
+    assert not result.is_error and "Hello, Grace (upstream-secret-state)" in result.content[0].text
+    assert asked == ["Your name?"]
+    assert refused.value.code == MISSING_REQUIRED_CLIENT_CAPABILITY

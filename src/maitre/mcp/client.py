@@ -875,6 +875,14 @@ class McpUpstream:
             return first  # type: ignore[no-any-return]
         if caller is not None and caller.modern:
             return self._ask_caller(caller, name, first)
+        if caller is not None and caller.can_ask:  # a 2025-11-25 caller: asked during its call
+            missing = self._missing_capabilities(caller, first)
+            if missing:
+                return self._reject_missing(caller, name, missing)
+            relayed_done: types.CallToolResult = await run_input_required_driver(
+                first, dispatch=_asked_of(caller), retry=send, max_rounds=self.input_required_max_rounds
+            )
+            return relayed_done
         unanswerable = {
             key: request
             for key, request in (first.input_requests or {}).items()
@@ -924,28 +932,36 @@ class McpUpstream:
     ) -> dict[str, Any]:
         """The upstream's `input_required` as the gateway's own, to a 2026-07-28 caller: the same
         questions, under the same keys, and the upstream's request state sealed inside ours (the
-        server signs it, so the caller can neither read a change into it nor forge it). A question
+        server signs it: the caller can neither change nor forge it). A question
         needing a capability the caller did not declare is -32021 instead."""
         requests = dict(asked.input_requests or {})
-        missing = sorted(
+        missing = self._missing_capabilities(caller, asked)
+        if missing:
+            return self._reject_missing(caller, name, missing)
+        sealed = json.dumps({"upstream": self.namespace, "tool": name, "state": asked.request_state})
+        return caller.input_required(requests, state=sealed)
+
+    @staticmethod
+    def _missing_capabilities(caller: McpCallContext, asked: types.InputRequiredResult) -> list[str]:
+        """The client capabilities the upstream's questions need that the caller did not declare."""
+        return sorted(
             {
                 capability
-                for request in requests.values()
+                for request in (asked.input_requests or {}).values()
                 if (capability := _CAPABILITY_OF.get(request.method)) is not None
                 and not caller.supports(capability)
             }
         )
-        if missing:
-            return caller.reject(
-                MCPError(
-                    code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-                    message=f"{self.namespace}.{name} needs the client capabilities {', '.join(missing)}, "
-                    "which this request did not declare",
-                    data={"requiredCapabilities": {capability: {} for capability in missing}},
-                )
+
+    def _reject_missing(self, caller: McpCallContext, name: str, missing: list[str]) -> dict[str, Any]:
+        return caller.reject(
+            MCPError(
+                code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message=f"{self.namespace}.{name} needs the client capabilities {', '.join(missing)}, "
+                "which this request did not declare",
+                data={"requiredCapabilities": {capability: {} for capability in missing}},
             )
-        sealed = json.dumps({"upstream": self.namespace, "tool": name, "state": asked.request_state})
-        return caller.input_required(requests, state=sealed)
+        )
 
     def _refusal_for_caller(self, name: str, exc: BaseException) -> dict[str, Any] | None:
         """The upstream's -32021 (a client capability it needs was not declared) as the same JSON-RPC
@@ -1207,6 +1223,45 @@ class McpUpstream:
             if isinstance(retry_after, int | float) and not isinstance(retry_after, bool) and retry_after >= 0
             else None,
         )
+
+
+def _asked_of(caller: McpCallContext) -> Any:
+    """The input-required driver's `dispatch` for a 2025-11-25 caller: each question the upstream
+    asked becomes the same server-to-client request on the caller's call (elicitation, sampling, its
+    roots), if the caller declared the capability; otherwise the upstream is told it is not supported."""
+
+    async def answer(key: str, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        capability = _CAPABILITY_OF.get(request.method)
+        if capability is None or not caller.supports(capability):
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"{request.method} not supported")
+        session, related = caller.session, caller.request_id
+        params = request.params
+        if isinstance(params, types.ElicitRequestFormParams):
+            elicited: types.ElicitResult = await session.elicit_form(
+                params.message, params.requested_schema, related_request_id=related
+            )
+            return elicited
+        if isinstance(params, types.ElicitRequestURLParams):
+            opened: types.ElicitResult = await session.elicit_url(
+                params.message, params.url, params.elicitation_id, related_request_id=related
+            )
+            return opened
+        if isinstance(params, types.CreateMessageRequestParams):
+            sampled: types.CreateMessageResult = await session.create_message(
+                params.messages,
+                max_tokens=params.max_tokens,
+                system_prompt=params.system_prompt,
+                include_context=params.include_context,
+                temperature=params.temperature,
+                stop_sequences=params.stop_sequences,
+                model_preferences=params.model_preferences,
+                related_request_id=related,
+            )
+            return sampled
+        roots: types.ListRootsResult = await session.list_roots()
+        return roots
+
+    return answer
 
 
 _MAX_RELAYED_PROGRESS = 1000
