@@ -68,6 +68,22 @@ the echoed `requestState`). An accepted form elicitation gets the schema's defau
 the answer left out (SEP-1034). Without the callback a question is INPUT_REQUIRED (not retryable),
 saying what the server asked; the capability is then not declared either.
 
+Served over MCP (the gateway: the tool runs under an MCP `tools/call`, `context.current_call()`),
+the call is the caller's as far as the protocol goes, while an in-process caller (an agent) gets
+the shapes above:
+
+- **Content.** A result with non-text blocks is returned as the list of its blocks (wire dicts),
+  which the server sends on as blocks (`context.upstream_blocks`: every upstream text fenced,
+  `io.maitre/` `_meta` keys dropped), so an image stays an image and a replay gives the same blocks.
+- **Progress and logs.** The upstream's progress for the call goes to the caller's progress token
+  (increasing values only, bounded in number); its logs go to the caller's log, as `mcp:NAME`, when
+  the caller takes logs (the upstream is asked for them at the caller's level) and exactly one call
+  is in flight on the session (the SDK does not say whose call a log is about).
+- **Questions.** An upstream's `input_required` becomes the gateway's own for a 2026-07-28 caller
+  (same questions, the upstream's requestState sealed inside the server's), and is asked during the
+  call of a 2025-11-25 caller; a question, or an upstream's -32021, needing a capability the caller
+  did not declare is the caller's own -32021.
+
 Errors say what happened: an upstream that needs a person's sign-in (`LoginRequired`) or refused
 the token exchanged for the caller is AUTH_REQUIRED (not retryable; `maitre mcp login NAME`); a
 maitre server's APPROVAL_REQUIRED (`_meta["io.maitre/error"]`) arrives
