@@ -373,3 +373,33 @@ async def test_a_2025_11_25_caller_is_asked_during_its_call(tmp_path):
     assert not result.is_error and "Hello, Grace (upstream-secret-state)" in result.content[0].text
     assert asked == ["Your name?"]
     assert refused.value.code == MISSING_REQUIRED_CLIENT_CAPABILITY
+
+
+async def test_a_sealed_state_is_not_accepted_for_another_tool_nor_when_tampered(tmp_path):
+    """The state the gateway issued for one tool's question, sent with another tool or changed,
+    never reaches an upstream as that upstream's state."""
+    seen: list[tuple[Any, Any]] = []
+    server = asking_server(seen)
+
+    @server.tool(annotations=READ)
+    def other(ctx: Context) -> str:
+        """Records the state it gets."""
+        seen.append((ctx.request_state, dict(ctx.input_responses or {})))
+        return "other"
+
+    answers = {"name": types.ElicitResult(action="accept", content={"name": "Eve"})}
+    async with (
+        gateway(tmp_path, server) as served,
+        Client(served.lowlevel, mode="2026-07-28", elicitation_callback=_elicit) as client,
+    ):
+        asked = await client.session.call_tool("pics.greet", {}, allow_input_required=True)
+        assert isinstance(asked, types.InputRequiredResult) and asked.request_state
+        with pytest.raises(MCPError, match="requestState"):
+            await client.session.call_tool(
+                "pics.other", {}, input_responses=answers, request_state=asked.request_state
+            )
+        with pytest.raises(MCPError, match="requestState"):
+            await client.session.call_tool(
+                "pics.greet", {}, input_responses=answers, request_state=asked.request_state[:-4] + "AAAA"
+            )
+    assert [state for state, _ in seen] == [None]  # only greet's first round reached an upstream
