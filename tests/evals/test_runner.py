@@ -140,6 +140,34 @@ def test_a_model_factory_replaces_the_agents_model_every_trial() -> None:
         assert not [c for c in trial.calls if not c.schema_valid]
 
 
+def test_each_model_the_runner_made_is_closed_after_its_trial() -> None:
+    """A model made by `model_factory` is the trial's (an HTTP adapter holds a client): closed when
+    the trial ends, once, even when the trial fails; the factory's own agent model is left alone."""
+    closed: list[str] = []
+
+    class Closing(TestModel):
+        async def aclose(self) -> None:
+            closed.append(self.name)
+
+    def broken() -> Closing:
+        model = Closing()
+        model.name = "broken"
+
+        async def fail(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("provider down")
+
+        model.generate = fail  # type: ignore[method-assign]
+        return model
+
+    world = World()
+    cases = [case(input="anything", expected_tools=["get_order"])]
+    anyio.run(lambda: run_eval(cases, world.factory, trials=3, model_factory=Closing))
+    assert closed == ["test"] * 3
+    closed.clear()
+    anyio.run(lambda: run_eval(cases, world.factory, trials=2, model_factory=broken))
+    assert closed == ["broken"] * 2
+
+
 def test_a_factory_that_raises_fails_its_trial_and_one_that_returns_no_agent_is_a_usage_error() -> None:
     def broken(stores: Stores) -> Agent:
         raise RuntimeError("no model key")

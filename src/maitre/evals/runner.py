@@ -154,15 +154,23 @@ async def run_trial(
         return record, ""
     if not isinstance(agent, Agent):
         raise UserError(f"the agent factory returned a {type(agent).__name__}, not an Agent")
-    if model_factory is not None:
-        agent.model = model_factory()
+    made = model_factory() if model_factory is not None else None
+    if made is not None:
+        agent.model = made
     principal = case.principal.principal()
-    with capture_calls(agent) as captured:
-        run = await agent.run(case.input, principal)
-        try:
-            run = await _decide(agent, run, case, principal)
-        except UserError as exc:  # the policy refused the stand-in approver
-            record.error = f"the evaluation could not decide an approval: {exc}"
+    try:
+        with capture_calls(agent) as captured:
+            run = await agent.run(case.input, principal)
+            try:
+                run = await _decide(agent, run, case, principal)
+            except UserError as exc:  # the policy refused the stand-in approver
+                record.error = f"the evaluation could not decide an approval: {exc}"
+    finally:
+        # A model made for this trial is this trial's to close (an HTTP adapter holds a client and
+        # its connections; left to the garbage collector, they are closed in some later event loop).
+        close = getattr(made, "aclose", None)
+        if close is not None:
+            await close()
     record.run_id = run.id
     record.status = str(run.status)
     record.stop_reason = str(run.stop_reason) if run.stop_reason else None
