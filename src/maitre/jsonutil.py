@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any
 from uuid import UUID
 
-__all__ = ["canonical_json", "compact_json", "dump_jsonable", "sha256_hex", "to_jsonable"]
+__all__ = ["canonical_json", "compact_json", "dump_jsonable", "json_type", "sha256_hex", "to_jsonable"]
 
 
 def _default(value: Any) -> Any:
@@ -79,3 +79,23 @@ def dump_jsonable(value: Any) -> tuple[str, Any]:
 def sha256_hex(text: str) -> str:
     """sha256 hex of a text as UTF-8 (for a digest of text; JSON values are hashed as RFC 8785)."""
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def json_type(value: Any) -> str:
+    """The JSON Schema type name of a decoded value (`integer` for an int, `number` for a float or
+    Decimal, `array` for a list or tuple), else the Python type's name: what an error says it got."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float | Decimal):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__

@@ -48,6 +48,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
+from ..jsonutil import json_type
 from .records import RUNTIME_TOOLS, CallRecord, Check, TrialRecord, tool_matches
 
 if TYPE_CHECKING:
@@ -160,26 +161,8 @@ def _parse_datetime(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
 def _has_type(value: Any, wanted: str) -> bool:
-    actual = _json_type(value)
+    actual = json_type(value)
     if wanted == "number":
         return actual in ("integer", "number")
     if wanted == "integer":  # as JSON Schema: 2.0 is an integer
@@ -215,18 +198,18 @@ def match_value(spec: Any, actual: Any, *, path: str = "", allow_extra: bool = F
 def _match_literal(spec: Any, actual: Any, path: str) -> list[Mismatch]:
     if _is_number(spec):
         if not _is_number(actual):
-            kind = "a string" if isinstance(actual, str) else _json_type(actual)
+            kind = "a string" if isinstance(actual, str) else json_type(actual)
             return [Mismatch(path, f"expected the number {_show(spec)}, got {kind} {_show(actual)}")]
         if Decimal(str(spec)) != Decimal(str(actual)):
             return [Mismatch(path, f"expected {_show(spec)}, got {_show(actual)}")]
         return []
     if isinstance(spec, list | dict):  # only reached from $exact
-        if _json_type(spec) != _json_type(actual) or json.dumps(spec, sort_keys=True) != json.dumps(
+        if json_type(spec) != json_type(actual) or json.dumps(spec, sort_keys=True) != json.dumps(
             actual, sort_keys=True
         ):
             return [Mismatch(path, f"expected exactly {_show(spec)}, got {_show(actual)}")]
         return []
-    if _json_type(spec) != _json_type(actual) or spec != actual:
+    if json_type(spec) != json_type(actual) or spec != actual:
         return [Mismatch(path, f"expected {_show(spec)}, got {_show(actual)}")]
     return []
 
@@ -284,7 +267,7 @@ def _operator(operator: str, argument: Any, actual: Any, path: str, allow_extra:
         wanted = [argument] if isinstance(argument, str) else list(argument)
         if any(_has_type(actual, w) for w in wanted):
             return []
-        return [Mismatch(path, f"expected {' or '.join(wanted)}, got {_json_type(actual)} {_show(actual)}")]
+        return [Mismatch(path, f"expected {' or '.join(wanted)}, got {json_type(actual)} {_show(actual)}")]
     if operator == "$decimal":
         want, got = Decimal(str(argument)), _as_decimal(actual)
         if got is None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..jsonutil import compact_json
+from ..jsonutil import compact_json, json_type
 from ..tools import Tool
 from ..tools.examples import MISSING, example_value
 from ..types import ErrorCode, ToolError
@@ -60,24 +60,6 @@ def _shown(value: Any) -> str:
     if len(text) > _MAX_SHOWN:
         text = text[: _MAX_SHOWN - 1] + "…" + f" ({len(text):,} characters)"
     return text
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float | Decimal):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def schema_at(schema: dict[str, Any], path: tuple[Any, ...]) -> dict[str, Any] | None:
@@ -234,7 +216,7 @@ def invalid_arguments(tool: Tool, sent: dict[str, Any], problems: list[dict[str,
             expected = describe_expected(node)
             received = problem["received"]
             lines.append(
-                f"{where}: expected {expected}; received {_shown(received)} ({_json_type(received)})."
+                f"{where}: expected {expected}; received {_shown(received)} ({json_type(received)})."
                 + (f" {problem['message']}." if problem.get("message") else "")
             )
             fields.append(

@@ -408,9 +408,14 @@ class TokenExchange:
         return self._issued(body, caller, started)
 
     async def _post(self, url: str, form: dict[str, str], headers: dict[str, str]) -> tuple[int, Any]:
+        return await self._send("POST", url, data=form, headers=headers)
+
+    async def _send(self, method: str, url: str, **options: Any) -> tuple[int, Any]:
+        """One request to the IdP: its status and its JSON body (None when it is not JSON or larger
+        than `_MAX_BODY`). The client is `self.http`, or one opened and closed for this request."""
         client = self.http or httpx2.AsyncClient(timeout=self.timeout_s, follow_redirects=False)
         try:
-            response = await client.post(url, data=form, headers=headers, timeout=self.timeout_s)
+            response = await client.request(method, url, timeout=self.timeout_s, **options)
             raw = response.content[: _MAX_BODY + 1]
         finally:
             if self.http is None:
@@ -544,19 +549,7 @@ class TokenExchange:
         raise self._misconfigured("publishes no authorization server metadata")
 
     async def _get(self, url: str) -> tuple[int, Any]:
-        client = self.http or httpx2.AsyncClient(timeout=self.timeout_s, follow_redirects=False)
-        try:
-            response = await client.get(url, headers={"Accept": "application/json"}, timeout=self.timeout_s)
-            raw = response.content[: _MAX_BODY + 1]
-        finally:
-            if self.http is None:
-                await client.aclose()
-        if len(raw) > _MAX_BODY:
-            return response.status_code, None
-        try:
-            return response.status_code, json.loads(raw)
-        except ValueError:
-            return response.status_code, None
+        return await self._send("GET", url, headers={"Accept": "application/json"})
 
     def _assertion(self) -> str:
         """A `private_key_jwt` client assertion (RFC 7523): the gateway's client, for this issuer."""
