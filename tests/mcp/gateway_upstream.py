@@ -11,9 +11,13 @@ it on stdio. `serving(server)` runs an `MCPServer` over Streamable HTTP in the t
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +189,43 @@ if __name__ == "__main__":
         content_server(sys.argv[2]).run("stdio")
     else:
         raise SystemExit("usage: gateway_upstream.py ledger LEDGER_FILE | content NAME")
+
+
+@contextlib.contextmanager
+def gateway_process(config: Path, *, timeout_s: float = 30.0) -> Iterator[tuple[str, list[str]]]:
+    """`python -m maitre.cli gateway --config FILE` (run in the file's folder) until the block ends;
+    yields the URL its "serving ..." line names and the list its stderr lines keep arriving in."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "maitre.cli", "gateway", "--config", str(config)],
+        cwd=config.parent,
+        env={**os.environ, "MAITRE_MCP_SECRET": "s" * 48, "MAITRE_CONFIG": ""},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    serving: list[str] = []  # the line itself: more lines may arrive before the test reads it
+    ready = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("serving ") and not serving:
+                serving.append(line)
+                ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready.wait(0.05):
+            assert proc.poll() is None, "the gateway exited: " + "".join(lines)
+            assert time.monotonic() < deadline, "".join(lines)
+        yield serving[0].split(" on ", 1)[1].split(" ", 1)[0], lines
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

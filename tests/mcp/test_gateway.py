@@ -10,14 +10,12 @@ trust_annotations`), so its read runs at once. The web server is down when the g
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "gateway_upstream.py"
 sys.path.insert(0, str(HERE))
 
-from gateway_upstream import web_app  # noqa: E402
+from gateway_upstream import gateway_process, web_app  # noqa: E402
 
 SECRET = "g" * 40
 ISSUER = "https://idp.test"
@@ -88,43 +86,9 @@ async def pin(lockfile: Path, namespace: str, target: str) -> None:
     lock.save()
 
 
-@contextmanager
-def gateway(config: Path) -> Iterator[tuple[str, list[str]]]:
+def gateway(config: Path) -> AbstractContextManager[tuple[str, list[str]]]:
     """`maitre gateway --config FILE` until the block ends; yields its URL and its stderr lines."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "maitre.cli", "gateway", "--config", str(config)],
-        cwd=config.parent,
-        env={**os.environ, "MAITRE_MCP_SECRET": "s" * 48, "MAITRE_CONFIG": ""},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.append(line)
-            if line.startswith("serving "):
-                ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        deadline = time.monotonic() + 30
-        while not ready.wait(0.05):
-            assert proc.poll() is None, "the gateway exited: " + "".join(lines)
-            assert time.monotonic() < deadline, "".join(lines)
-        url = lines[-1].split(" on ", 1)[1].split(" ", 1)[0]
-        yield url, lines
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    return gateway_process(config)
 
 
 async def tools(url: str, mode: str = "2026-07-28") -> list[str]:

