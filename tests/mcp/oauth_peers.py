@@ -88,6 +88,12 @@ class IdP:
     def bind(self, base: str) -> None:
         self.base = base
 
+    def reset(self) -> None:
+        """Well-behaved again, with nothing recorded (each test starts from here)."""
+        self.mode, self.ttl, self.delay, self.client_key = "ok", 3600, 0.0, None
+        self.exchanges.clear()
+        self.client_auth.clear()
+
     @property
     def jwks_url(self) -> str:
         return f"{self.base}/jwks"

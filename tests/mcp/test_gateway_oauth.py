@@ -68,9 +68,7 @@ def open_upstream(idp: IdP) -> Iterator[Upstream]:
 
 @pytest.fixture(autouse=True)
 def _fresh(idp: IdP) -> None:
-    idp.mode, idp.ttl, idp.delay, idp.client_key = "ok", 3600, 0.0, None
-    idp.exchanges.clear()
-    idp.client_auth.clear()
+    idp.reset()
 
 
 def exchange_config(idp: IdP, upstream: Upstream, **changes: Any) -> UpstreamConfig:

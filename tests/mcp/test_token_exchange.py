@@ -49,9 +49,7 @@ def protected(idp: IdP) -> Iterator[Upstream]:
 
 @pytest.fixture(autouse=True)
 def _fresh(idp: IdP) -> None:
-    idp.mode, idp.ttl, idp.delay, idp.client_key = "ok", 3600, 0.0, None
-    idp.exchanges.clear()
-    idp.client_auth.clear()
+    idp.reset()
 
 
 def exchange(idp: IdP, upstream: Upstream, **options: Any) -> TokenExchange:
