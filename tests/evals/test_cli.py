@@ -15,8 +15,8 @@ CASES = str(ROOT / "examples" / "evals" / "cases.jsonl")
 AGENT = f"{ROOT / 'examples' / 'evals' / 'agent.py'}:make_agent"
 
 
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
+def invoke(*args: str, columns: int = 80) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": str(columns)})
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result.exit_code, result.stdout, result.stderr
 
@@ -72,9 +72,10 @@ def test_yaml_cases_and_the_test_model_run_too() -> None:
     code, stdout, stderr = invoke("eval", str(ROOT / "examples" / "evals" / "cases.yaml"), "--agent", AGENT)
     assert code == 0, stderr
     assert "yaml-callback" in stdout
-    code, stdout, stderr = invoke("eval", CASES, "--agent", AGENT, "--model", "test")
+    # A terminal narrower than the agent's path: what ran is still one line each, not wrapped.
+    code, stdout, stderr = invoke("eval", CASES, "--agent", AGENT, "--model", "test", columns=40)
     assert code == 0, stderr
-    assert "model test" in stdout
+    assert "\nmodel test\n" in stdout and f"agent {ROOT / 'examples' / 'evals' / 'agent.py'}" in stdout
 
 
 @pytest.mark.parametrize(

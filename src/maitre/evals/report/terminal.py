@@ -28,12 +28,14 @@ def _short(text: str, limit: int = _MAX_DETAIL) -> str:
 def summary_tables(document: dict[str, Any]) -> RenderableType:
     """Overall metrics by dimension, thresholds, and one line per case with what failed."""
     run = document.get("run", {})
-    metrics = Table(
-        title=Text(
-            f"{run.get('cases', 0)} cases x {run.get('trials', 1)} trials - agent {run.get('agent', '')}"
-            f" - model {run.get('model', '') or '?'}"
-        )
-    )
+    # What ran, one fact a line and never wrapped: an agent's path can be longer than the terminal,
+    # and a wrapped title splits "model test" over two lines where neither a reader nor grep finds it.
+    header = [
+        Text(f"{run.get('cases', 0)} cases x {run.get('trials', 1)} trials", no_wrap=True, overflow="ignore"),
+        Text(f"agent {run.get('agent', '')}", no_wrap=True, overflow="ignore"),
+        Text(f"model {run.get('model', '') or '?'}", no_wrap=True, overflow="ignore"),
+    ]
+    metrics = Table(title="metrics")
     metrics.add_column("dimension")
     metrics.add_column("metric")
     metrics.add_column("value", justify="right")
@@ -42,7 +44,7 @@ def summary_tables(document: dict[str, Any]) -> RenderableType:
             metrics.add_row(title if index == 0 else "", name, format_metric(name, value))
         if rows:
             metrics.add_section()
-    parts: list[RenderableType] = [metrics]
+    parts: list[RenderableType] = [*header, metrics]
     if document.get("thresholds"):
         table = Table(title="thresholds")
         for column in ("metric", "needs", "got", "result"):
