@@ -54,7 +54,7 @@ def create_ticket_draft(
     return {"draft_id": "D-000001", "title": title, "category": category}
 
 
-@box.tool
+@box.tool(tags=("retrieval",))  # a stored-fact lookup: routing evidence for RETRIEVE (maitre.routing)
 def search_kb(query: Annotated[str, Field(min_length=3, max_length=200)]) -> list[str]:
     """Search the help articles. Use it for how-to questions, not for a customer's own data."""
     return [f"How to: {query}"]

@@ -4,6 +4,12 @@
 first word is not one of its commands, so seed 003's one-liner reads as it should while
 `compare` (and later ones) sit beside it. The evaluation itself is `maitre.evals`; this module
 parses, draws the progress bar on stderr, prints the summary and writes the report files.
+
+Routing cases (`expected_route`) are scored by `--router`: `learned` (`maitre.Router()` as shipped),
+`words` (the same, by words only), `keyword` (seed 002's baseline) or `FILE:ATTR` of a router or a
+zero-argument function that returns one. Without `--router`, a file with routing cases is routed by
+a `Router` whose tool evidence is the agent's toolbox when `--agent` is given (the factory is called
+once more, on stores of its own, to read it), else by `learned`.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from .errors import CommandError
 if TYPE_CHECKING:
     from ..models.base import Model
 
-__all__ = ["EXIT_CODES", "app", "eval_compare", "eval_run", "model_factory"]
+__all__ = ["EXIT_CODES", "app", "eval_compare", "eval_run", "load_router", "model_factory"]
 
 EXIT_CODES = """Exit status: 0 every threshold met (or none set), 1 a threshold missed, 2 a usage error
-(a bad case file, an unknown metric, an agent that cannot be loaded)."""
+(a bad case file, an unknown metric, an agent or router that cannot be loaded, cases that need an
+agent run without --agent, --router for a file with no routing case)."""
 
 
 class _RunByDefault(TyperGroup):
@@ -43,8 +50,8 @@ class _RunByDefault(TyperGroup):
 
 app = App(
     cls=_RunByDefault,
-    help="Evaluate an agent on cases (maitre eval CASES --agent FILE:FACTORY), or compare two reports.\n\n"
-    + EXIT_CODES,
+    help="Evaluate an agent on cases (maitre eval CASES --agent FILE:FACTORY), a router on routing cases "
+    "(maitre eval CASES --router FILE:FACTORY), or compare two reports.\n\n" + EXIT_CODES,
 )
 
 _BUILTIN_MODELS = ("test", "anthropic", "openai", "openai-compatible")
@@ -107,6 +114,53 @@ def _agent_factory(spec: str) -> Callable[[Any], Any]:
     return factory if takes_stores else (lambda stores: factory())
 
 
+_BUILTIN_ROUTERS = ("learned", "words", "keyword")
+
+
+def load_router(spec: str) -> Any:
+    """`--router`: a built-in name, or `FILE:ATTR` of a router or a zero-argument function making one."""
+    if spec in _BUILTIN_ROUTERS:
+        from ..routing import KeywordRouter, Router
+
+        if spec == "keyword":
+            return KeywordRouter()
+        return Router() if spec == "learned" else Router(embedder=None)
+    if ":" not in spec:
+        raise CommandError(
+            f"--router {spec}: use {', '.join(_BUILTIN_ROUTERS)} or FILE.py:ATTR (MODULE:ATTR) of a router",
+            code=2,
+        )
+    from .loader import load_object
+
+    target = load_object(spec)
+    if not callable(getattr(target, "route", None)) and callable(target):
+        try:
+            target = target()
+        except TypeError as exc:
+            raise CommandError(
+                f"--router {spec} is a function that needs arguments ({exc}); name a router or a "
+                "zero-argument function that returns one",
+                code=2,
+            ) from exc
+    if not callable(getattr(target, "route", None)):
+        raise CommandError(
+            f"--router {spec} is a {type(target).__name__}, not a router (an object with route(request))",
+            code=2,
+        )
+    return target
+
+
+def _toolbox_router(factory: Callable[[Any], Any]) -> Any:
+    """The default router beside an agent: `maitre.Router` with the agent's own tools as evidence."""
+    from ..evals.records import RUNTIME_TOOLS
+    from ..routing import Router
+    from ..stores import MemoryStores
+
+    agent = factory(MemoryStores())
+    tools = [t for t in agent.gate.toolbox if t.name.rpartition(".")[2] not in RUNTIME_TOOLS]
+    return Router(tools=tools or None)
+
+
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
@@ -115,17 +169,27 @@ def _write(path: Path, text: str) -> None:
 
 @app.command("run")
 def eval_run(
-    cases: Path = typer.Argument(..., help="Cases: a .jsonl (JSON Lines) or .yaml file, seed 003's format"),
-    agent: str = typer.Option(
+    cases: Path = typer.Argument(
         ...,
+        help="Cases: a .jsonl (JSON Lines) or .yaml file, seed 003's format (expected_route: routing cases)",
+    ),
+    agent: str | None = typer.Option(
+        None,
         "--agent",
-        help="MODULE_OR_FILE:ATTR of a function(stores) -> Agent (as maitre runs resume takes)",
+        help="MODULE_OR_FILE:ATTR of a function(stores) -> Agent (as maitre runs resume takes); needed "
+        "unless every case is a routing case",
     ),
     model: str | None = typer.Option(
         None,
         "--model",
         help="Replace the agent's model: test | anthropic[:M] | openai[:M] | openai-compatible:URL[#M] | "
         "FILE:ATTR of a Model (default: the factory's own)",
+    ),
+    router: str | None = typer.Option(
+        None,
+        "--router",
+        help="Route the cases that set expected_route: learned | words | keyword | FILE:ATTR of a router "
+        "or a function returning one (default: a Router over the agent's tools with --agent, else learned)",
     ),
     trials: int = typer.Option(
         1, "--trials", "-k", min=1, max=100, help="Trials per case (pass^k for k=1..trials)"
@@ -139,15 +203,20 @@ def eval_run(
     ),
     concurrency: int = typer.Option(1, "--concurrency", min=1, max=64, help="Trials run at the same time"),
 ) -> None:
-    """Run every case --trials times against the agent; print the summary, write the reports.
+    """Run every case --trials times against the agent (and route the routing cases); print the
+    summary, write the reports.
 
     Metrics: pass_rate and pass^k (tau-bench), selection_precision/recall, argument_schema_valid,
     argument_business_valid, argument_exact, error_rate, tool_error_rate, timeout_rate,
     retries_per_call, approvals_per_trial, extra_calls_per_trial, extra_steps_per_trial,
-    trajectory_efficiency, tokens_per_trial, cost_usd, ...
+    trajectory_efficiency, tokens_per_trial, cost_usd, ...; for routing cases (expected_route:
+    CONTEXT | RETRIEVE | ACT) route_accuracy, route_cost_mean, route_cost_total,
+    route_under_call_rate, route_over_call_rate (seed 002's cost: an under-call 10, an over-call 1
+    per extra step, unless the router has a cost matrix of its own) and a route confusion matrix.
 
     Exit status: 0 every threshold met (or none set), 1 a threshold missed, 2 a usage error (a bad
-    case file, an unknown metric, an agent that cannot be loaded).
+    case file, an unknown metric, an agent or router that cannot be loaded, cases that need an agent
+    run without --agent, --router for a file with no routing case).
     """
     from ..evals import build_document, evaluate, load_cases, parse_threshold, run_eval
     from ..evals.report import dumps, render_html, summary_tables
@@ -156,21 +225,52 @@ def eval_run(
 
     bars = [parse_threshold(t) for t in threshold]
     loaded = load_cases(cases)
-    factory = _agent_factory(agent)
-    models = model_factory(model)
-    with progress_bar(f"{len(loaded)} cases x {trials}") as progress:
-        result = anyio.run(
-            lambda: run_eval(
-                loaded,
-                factory,
-                trials=trials,
-                model_factory=models,
-                concurrency=concurrency,
-                progress=progress,
-                agent_name=agent,
-                cases_file=str(cases),
-            )
+    runs = [c.id for c in loaded if c.runs_agent]
+    routed = [c.id for c in loaded if c.is_routed]
+    if runs and agent is None:
+        raise CommandError(
+            f"{cases}: {len(runs)} case(s) need an agent run ({', '.join(runs[:3])}"
+            f"{', ...' if len(runs) > 3 else ''}); give --agent FILE:FACTORY (only cases with nothing but "
+            "an input and an expected_route run without one)",
+            code=2,
         )
+    if router is not None and not routed:
+        raise CommandError(
+            f"--router: no case in {cases} sets expected_route, so there is nothing to route", code=2
+        )
+    factory = _agent_factory(agent) if agent is not None else None
+    models = model_factory(model)
+    chosen, label = None, ""
+    if routed:
+        if router is not None:
+            chosen = load_router(router)
+            label = _router_label(router, chosen)
+        elif factory is not None:
+            chosen = _toolbox_router(factory)
+            label = f"{_router_label('', chosen)} over the agent's tools (the default with --agent)"
+        else:
+            chosen = load_router("learned")
+            label = f"{_router_label('', chosen)} (the default)"
+    try:
+        with progress_bar(f"{len(loaded)} cases x {trials}") as progress:
+            result = anyio.run(
+                lambda: run_eval(
+                    loaded,
+                    factory,
+                    trials=trials,
+                    model_factory=models,
+                    concurrency=concurrency,
+                    progress=progress,
+                    agent_name=agent or "",
+                    cases_file=str(cases),
+                    router=chosen,
+                    router_label=label,
+                )
+            )
+    finally:
+        close = getattr(chosen, "close", None)
+        if callable(close):
+            close()
     document = build_document(result)
     outcomes = evaluate(bars, document["metrics"])
     document["thresholds"] = threshold_rows(outcomes)
@@ -190,6 +290,14 @@ def eval_run(
             markup=False,
         )
         raise typer.Exit(1)
+
+
+def _router_label(spec: str, router: Any) -> str:
+    """`keyword`, `learned (by meaning)`, or `examples/router/score.py:make_router: learned (by meaning)`."""
+    from ..evals.routing import router_name
+
+    name = router_name(router)
+    return name if spec in ("", *_BUILTIN_ROUTERS) else f"{spec}: {name}"
 
 
 @app.command("compare")

@@ -30,6 +30,12 @@ and that line is a valid case here as it stands. The other fields (all optional)
 - `principal`: who asks (`{"user": ..., "tenant": ..., "scopes": [...], "roles": [...]}`;
   default user `eval`, tenant `eval`).
 - `tags`: labels shown in reports.
+- `expected_route`: `CONTEXT`, `RETRIEVE` or `ACT` (seed 002's three piles, see
+  `maitre.routing`): the route a router should choose for the input. A case with an
+  `expected_route` and none of the fields above but `id` and `tags` is a *routing case*: it is
+  routed (by `maitre eval --router`), never run by an agent, so a file of routing cases needs no
+  `--agent`. A case that also sets an agent field (`expected_tool`, `max_tool_calls`, ...) is both
+  run and routed, and passes when both are right.
 
 Argument specs are described in `maitre.evals.matching`. Any mistake in a file - broken JSON or
 YAML, an unknown field, a wrong type, an unknown operator, a duplicate id - is a `CaseFileError`
@@ -54,6 +60,10 @@ from .matching import check_spec
 __all__ = ["CaseFileError", "EvalCase", "ExpectedCall", "PrincipalSpec", "load_cases", "parse_cases"]
 
 _STOP_REASONS = tuple(str(r) for r in StopReason)
+_ROUTES = ("CONTEXT", "RETRIEVE", "ACT")
+"""`maitre.routing.ROUTES` as text (the case format does not load the router to check a label)."""
+_NOT_AGENT_FIELDS = frozenset({"id", "input", "expected_route", "tags", "source"})
+"""The fields a routing case may set without asking for an agent run."""
 
 
 class CaseFileError(UserError):
@@ -108,6 +118,7 @@ class EvalCase(BaseModel):
     allow_extra_arguments: bool = False
     principal: PrincipalSpec = Field(default_factory=PrincipalSpec)
     tags: list[str] = Field(default_factory=list)
+    expected_route: Literal["CONTEXT", "RETRIEVE", "ACT"] | None = None
     source: str = ""
     """Where the case was read: `FILE:LINE` (set by the loader)."""
 
@@ -117,6 +128,15 @@ class EvalCase(BaseModel):
         if value is not None and value not in _STOP_REASONS:
             raise ValueError(f"{value!r} is not a stop reason; use one of {', '.join(_STOP_REASONS)}")
         return value
+
+    @field_validator("expected_route", mode="before")
+    @classmethod
+    def _known_route(cls, value: object) -> object:
+        if value is None:
+            return None
+        if not isinstance(value, str) or value.strip().upper() not in _ROUTES:
+            raise ValueError(f"{value!r} is not a route; use one of {', '.join(_ROUTES)}")
+        return value.strip().upper()
 
     @model_validator(mode="after")
     def _consistent(self) -> EvalCase:
@@ -140,6 +160,17 @@ class EvalCase(BaseModel):
         if self.expected_tool is not None:
             return [ExpectedCall(tool=self.expected_tool, arguments=self.expected_arguments)]
         return [ExpectedCall(tool=e) if isinstance(e, str) else e for e in self.expected_tools or []]
+
+    @property
+    def runs_agent(self) -> bool:
+        """An agent runs this case: it is not a routing case (one that sets only `expected_route`,
+        with `id` and `tags`)."""
+        return self.expected_route is None or bool(self.model_fields_set - _NOT_AGENT_FIELDS)
+
+    @property
+    def is_routed(self) -> bool:
+        """A router is scored on this case (it sets `expected_route`)."""
+        return self.expected_route is not None
 
     @property
     def scores_selection(self) -> bool:

@@ -4,10 +4,17 @@ A metric regresses when it moved the wrong way (see `metrics.DIRECTIONS`) by mor
 `tolerance`; a metric measured in A and not in B regresses too (it can no longer be checked).
 A neutral metric's change is listed, never a regression. A case regresses when its pass rate
 fell; cases only in A are listed as removed and cases only in B as added, neither a regression.
+
+Routing (cases that set `expected_route`): `route_accuracy`, `route_cost_*` and the under- and
+over-call rates are metrics like any other, and a routed case also regresses when its route got
+costlier - an over-call that became an under-call fails in both reports, but it now ships a wrong
+answer. Each routed case carries the route it took in A and in B. When the two reports priced routes
+under different cost matrices, `notes` says so: their costs are not comparable.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,12 +47,22 @@ class CaseChange:
     regression: bool
     failing_checks: list[str] = field(default_factory=list)
     """The checks that failed in B's trials (what to look at)."""
+    expected_route: str | None = None
+    """The case's `expected_route`, for a routed case."""
+    route_before: str | None = None
+    """The route A's trials chose most often (None: not routed in A)."""
+    route_after: str | None = None
+    route_cost_before: float | None = None
+    """Mean `cost[expected][chosen]` over A's trials."""
+    route_cost_after: float | None = None
 
 
 @dataclass(kw_only=True)
 class Comparison:
     metrics: list[MetricChange]
     cases: list[CaseChange]
+    notes: list[str] = field(default_factory=list)
+    """What makes the two reports hard to compare (different cost matrices)."""
 
     @property
     def regressions(self) -> int:
@@ -54,6 +71,7 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return {
             "regressions": self.regressions,
+            "notes": self.notes,
             "metrics": [
                 {
                     "metric": m.metric,
@@ -72,6 +90,11 @@ class Comparison:
                     "after": list(c.after) if c.after else None,
                     "regression": c.regression,
                     "failing_checks": c.failing_checks,
+                    "expected_route": c.expected_route,
+                    "route_before": c.route_before,
+                    "route_after": c.route_after,
+                    "route_cost_before": c.route_cost_before,
+                    "route_cost_after": c.route_cost_after,
                 }
                 for c in self.cases
             ],
@@ -80,6 +103,15 @@ class Comparison:
 
 def _rate(counts: tuple[int, int] | None) -> float | None:
     return counts[0] / counts[1] if counts and counts[1] else None
+
+
+def _routes(case: dict[str, Any] | None) -> tuple[str | None, float | None]:
+    """The route a case's trials chose most often (ties: the first), and their mean cost."""
+    routes = [r["route"] for r in (case or {}).get("runs", []) if isinstance(r.get("route"), dict)]
+    if not routes:
+        return None, None
+    chosen = Counter(str(r["chosen"]) for r in routes).most_common(1)[0][0]
+    return chosen, sum(float(r.get("cost", 0.0)) for r in routes) / len(routes)
 
 
 def compare_documents(before: dict[str, Any], after: dict[str, Any], *, tolerance: float = 0.0) -> Comparison:
@@ -106,6 +138,11 @@ def compare_documents(before: dict[str, Any], after: dict[str, Any], *, toleranc
         new_counts = (int(b["passed"]), int(b["trials"])) if b else None
         old_rate, new_rate = _rate(old_counts), _rate(new_counts)
         worse = old_rate is not None and new_rate is not None and new_rate < old_rate - 1e-12
+        route_a, cost_a = _routes(a)
+        route_b, cost_b = _routes(b)
+        if cost_a is not None and cost_b is not None and cost_b > cost_a + 1e-12:
+            worse = True
+        expected_route = ((b or a or {}).get("expectation") or {}).get("expected_route")
         failing = sorted(
             {
                 check["name"]
@@ -116,7 +153,21 @@ def compare_documents(before: dict[str, Any], after: dict[str, Any], *, toleranc
         )
         cases.append(
             CaseChange(
-                case_id=case_id, before=old_counts, after=new_counts, regression=worse, failing_checks=failing
+                case_id=case_id,
+                before=old_counts,
+                after=new_counts,
+                regression=worse,
+                failing_checks=failing,
+                expected_route=expected_route,
+                route_before=route_a,
+                route_after=route_b,
+                route_cost_before=cost_a,
+                route_cost_after=cost_b,
             )
         )
-    return Comparison(metrics=changes, cases=cases)
+    notes = []
+    a_costs = (before.get("routing") or {}).get("costs")
+    b_costs = (after.get("routing") or {}).get("costs")
+    if a_costs and b_costs and a_costs != b_costs:
+        notes.append("A and B priced routes under different cost matrices: their route costs do not compare")
+    return Comparison(metrics=changes, cases=cases, notes=notes)

@@ -18,6 +18,14 @@ or 1:
 - **Trajectory efficiency**: `extra_calls_per_trial` and `extra_steps_per_trial` (over the case's
   minimum, never below 0); `trajectory_efficiency` = minimum calls / max(calls, minimum calls);
   `duplicate_calls_per_trial` (the same tool with the same arguments again).
+- **Routing** (seed 002; cases that set `expected_route`, see `maitre.evals.routing`):
+  `route_accuracy` = routed trials whose route was right / routed trials; `route_cost_total` and
+  `route_cost_mean` = `cost[expected][chosen]` summed and per routed trial, under the matrix the
+  report names (an under-call 10, an over-call 1 per extra step by default);
+  `route_under_call_rate` (a wrong, confident answer) and `route_over_call_rate` (a wasted call).
+  The agent metrics above count only trials an agent ran, so routing cases in a file do not thin
+  out `calls_per_trial`; a tally with no agent trial has no agent metrics, one with no routed trial
+  no routing metrics (they are absent, not 0). `pass_rate` and pass^k count every case.
 - **pass^k** (tau-bench, Yao et al. 2024, arXiv:2406.12045, `tau_bench/run.py`): for each case with
   c passing trials out of n, C(c, k) / C(n, k) - the chance that k trials drawn from its n all
   pass - averaged over cases, for k = 1..n. pass^1 is the plain pass rate; pass^k falls as k grows
@@ -46,6 +54,8 @@ __all__ = [
     "Tally",
     "confusion",
     "direction",
+    "ROUTING_METRICS",
+    "route_confusion",
     "pass_at_k",
     "pass_hat_k",
     "pass_hat_ks",
@@ -82,9 +92,18 @@ DIRECTIONS: dict[str, Direction] = {
     "calls_per_trial": "neutral",
     "steps_per_trial": "neutral",
     "seconds_per_trial": "neutral",  # wall time is noise on a shared machine: shown, never a regression
+    "route_accuracy": "higher",
+    "route_cost_total": "lower",
+    "route_cost_mean": "lower",
+    "route_under_call_rate": "lower",
+    "route_over_call_rate": "lower",
 }
 """Which way is better for each metric (pass^k metrics are "higher"): what thresholds and
 `compare` read. A neutral metric changes without being better or worse."""
+
+
+ROUTING_METRICS = frozenset(name for name in DIRECTIONS if name.startswith("route_"))
+"""The metrics of routed cases (present only when some case was routed)."""
 
 
 def direction(metric: str) -> Direction | None:
@@ -121,6 +140,13 @@ class Tally:
 
     trials: int = 0
     passed: int = 0
+    agent_trials: int = 0
+    """Trials an agent ran (every trial but a routing case's): the agent metrics' denominator."""
+    routed: int = 0
+    route_correct: int = 0
+    route_cost: float = 0.0
+    route_under_calls: int = 0
+    route_over_calls: int = 0
     selection_hits: int = 0
     selection_chosen: int = 0
     selection_expected: int = 0
@@ -157,14 +183,33 @@ class Tally:
         return total
 
     def metrics(self) -> dict[str, float | None]:
-        """Every metric of `DIRECTIONS` but the pass^k ones (they need per-case counts)."""
+        """The metrics of `DIRECTIONS` but the pass^k ones (they need per-case counts): the agent
+        metrics when an agent ran (or nothing was routed), the routing ones when something was."""
 
         def ratio(part: float, whole: float) -> float | None:
             return part / whole if whole else None
 
-        per_trial = self.trials or 1
+        found: dict[str, float | None] = {"pass_rate": ratio(self.passed, self.trials)}
+        if self.agent_trials or not self.routed:
+            found.update(self._agent_metrics())
+        if self.routed:
+            found.update(
+                {
+                    "route_accuracy": self.route_correct / self.routed,
+                    "route_cost_total": self.route_cost,
+                    "route_cost_mean": self.route_cost / self.routed,
+                    "route_under_call_rate": self.route_under_calls / self.routed,
+                    "route_over_call_rate": self.route_over_calls / self.routed,
+                }
+            )
+        return found
+
+    def _agent_metrics(self) -> dict[str, float | None]:
+        def ratio(part: float, whole: float) -> float | None:
+            return part / whole if whole else None
+
+        per_trial = self.agent_trials or 1
         return {
-            "pass_rate": ratio(self.passed, self.trials),
             "selection_precision": ratio(self.selection_hits, self.selection_chosen),
             "selection_recall": ratio(self.selection_hits, self.selection_expected),
             "argument_exact": ratio(self.argument_matched, self.argument_expected),
@@ -183,7 +228,7 @@ class Tally:
             "duplicate_calls_per_trial": self.duplicate_calls / per_trial,
             "trajectory_efficiency": ratio(self.minimum_calls, self.efficient_denominator)
             if self.efficient_denominator
-            else (1.0 if self.trials else None),
+            else (1.0 if self.agent_trials else None),
             "input_tokens": float(self.input_tokens),
             "output_tokens": float(self.output_tokens),
             "tokens_per_trial": (self.input_tokens + self.output_tokens) / per_trial,
@@ -196,6 +241,16 @@ class Tally:
 def tally_trial(case: EvalCase, trial: TrialRecord) -> Tally:
     """The counts of one trial (its checks already filled)."""
     tally = Tally(trials=1, passed=int(trial.passed))
+    if case.is_routed:
+        tally.routed = 1
+        if trial.route is not None:
+            tally.route_correct = int(trial.route.chosen == trial.route.expected)
+            tally.route_cost = trial.route.cost
+            tally.route_under_calls = int(trial.route.under_call)
+            tally.route_over_calls = int(trial.route.over_call)
+    if not trial.ran_agent:
+        return tally
+    tally.agent_trials = 1
     calls = trial.calls
     if case.scores_selection:
         chosen, expected = selection_sets(calls, case)
@@ -238,6 +293,19 @@ def tally_trial(case: EvalCase, trial: TrialRecord) -> Tally:
     tally.cost_usd = trial.cost_usd
     tally.elapsed_s = trial.elapsed_s
     return tally
+
+
+def route_confusion(trials: Iterable[TrialRecord]) -> dict[tuple[str, str], int]:
+    """Counts of (expected route, chosen route) over routed trials, every one of the 9 cells (a
+    trial whose router raised has no route and is not counted here)."""
+    counts = {(expected, chosen): 0 for expected in _ROUTES for chosen in _ROUTES}
+    for trial in trials:
+        if trial.route is not None:
+            counts[(trial.route.expected, trial.route.chosen)] += 1
+    return counts
+
+
+_ROUTES = ("CONTEXT", "RETRIEVE", "ACT")
 
 
 def confusion(pairs: Iterable[tuple[EvalCase, TrialRecord]]) -> dict[tuple[str, str], int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["CallRecord", "Check", "RUNTIME_TOOLS", "TrialRecord", "tool_matches"]
+__all__ = ["CallRecord", "Check", "RUNTIME_TOOLS", "RouteRecord", "TrialRecord", "tool_matches"]
 
 RUNTIME_TOOLS = frozenset({"write_notes", "read_notes", "search_tools", "read_result"})
 """Tools maitre itself gives a run (working notes, tool search, paging a cut result). They count as
@@ -63,10 +63,27 @@ class Check:
 
     name: str
     """`selection`, `order`, `arguments`, `forbidden`, `max_tool_calls`, `stop_reason`, `approval`,
-    `constraints`."""
+    `constraints`, `route`."""
     ok: bool
     detail: str = ""
     """What was expected and what happened, in words (shown in the reports)."""
+
+
+@dataclass(kw_only=True)
+class RouteRecord:
+    """What the router decided for a case that sets `expected_route`, and what that cost."""
+
+    expected: str
+    chosen: str
+    cost: float
+    """`cost[expected][chosen]` under the cost matrix the evaluation scored with."""
+    under_call: bool = False
+    """Fewer calls than needed (CONTEXT for RETRIEVE or ACT, RETRIEVE for ACT): a wrong answer."""
+    over_call: bool = False
+    """More calls than needed: wasted latency and money, the answer still right."""
+    probabilities: dict[str, float] = field(default_factory=dict)
+    """The router's probability of each route (empty for a router without any, such as keywords)."""
+    reason: str = ""
 
 
 @dataclass(kw_only=True)
@@ -89,7 +106,11 @@ class TrialRecord:
     error: str | None = None
     """Set when the trial could not run at all (the agent factory raised): the trial fails."""
     checks: list[Check] = field(default_factory=list)
-    """Filled by `maitre.evals.matching.check_trial`."""
+    """Filled by `maitre.evals.matching.check_trial` (and `route` for a routed case)."""
+    route: RouteRecord | None = None
+    """The router's decision, for a case that sets `expected_route`."""
+    ran_agent: bool = True
+    """An agent ran this trial (False for a routing case: no calls, steps or tokens to count)."""
 
     @property
     def passed(self) -> bool:
@@ -102,9 +123,11 @@ class TrialRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialRecord:
-        fields = {k: v for k, v in data.items() if k not in ("passed", "calls", "checks")}
+        fields = {k: v for k, v in data.items() if k not in ("passed", "calls", "checks", "route")}
+        route = data.get("route")
         return cls(
             **fields,
             calls=[CallRecord(**c) for c in data.get("calls", [])],
             checks=[Check(**c) for c in data.get("checks", [])],
+            route=RouteRecord(**route) if isinstance(route, dict) else None,
         )

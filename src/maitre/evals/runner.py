@@ -14,6 +14,11 @@ agent's gate (what governance decided, whether the tool ran, retries, replays, a
 that needs approval ends the trial paused unless the case says `on_approval: approve` or `deny`;
 then a stand-in approver (`maitre-eval-approver`, holding the policy's approver role) decides every
 request and the run resumes, at most `MAX_RESUMES` times.
+
+A case that sets `expected_route` is also routed (`maitre.evals.routing`): a routing case - one with
+nothing for an agent to do - only routed, so a file of routing cases needs no agent factory, and a
+file that mixes both needs the factory and a router. Without a `router`, the process-wide
+`maitre.routing.default_router()` routes.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ from ..testing import CapturedCall, capture_calls
 from ..types import Principal
 from .matching import check_trial
 from .records import CallRecord, Check, TrialRecord
+from .routing import AnyRouter, route_into, route_trial, router_name, scoring_costs
 
 if TYPE_CHECKING:
     from ..models.base import Model
+    from ..routing import CostMatrix
     from ..stores import Stores
     from .cases import EvalCase
 
@@ -75,11 +82,16 @@ class EvalResult:
     cases_file: str = ""
     started_at: float = field(default_factory=time.time)
     elapsed_s: float = 0.0
+    router: str = ""
+    """How the router was named (`keyword`, `examples/router/score.py:make_router`); "" when no
+    case was routed."""
+    route_costs: CostMatrix | None = None
+    """The matrix routed cases were priced under; None when no case was routed."""
 
 
 async def run_eval(
     cases: Sequence[EvalCase],
-    factory: AgentFactory,
+    factory: AgentFactory | None,
     *,
     trials: int = 1,
     model_factory: ModelFactory | None = None,
@@ -87,12 +99,30 @@ async def run_eval(
     progress: Progress | None = None,
     agent_name: str = "",
     cases_file: str = "",
+    router: AnyRouter | None = None,
+    router_label: str = "",
 ) -> EvalResult:
-    """Run `trials` trials of each case (`concurrency` at a time) and check each against its case."""
+    """Run `trials` trials of each case (`concurrency` at a time) and check each against its case.
+
+    `factory` may be None when every case is a routing case; `router` routes the cases that set
+    `expected_route` (default: `maitre.routing.default_router()`), priced under its own cost matrix
+    or seed 002's (`maitre.evals.routing.scoring_costs`)."""
     if trials < 1:
         raise UserError("trials must be at least 1")
     if concurrency < 1:
         raise UserError("concurrency must be at least 1")
+    runs = [case.id for case in cases if case.runs_agent]
+    if runs and factory is None:
+        raise UserError(
+            f"{len(runs)} case(s) need an agent run ({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''}); "
+            "give an agent factory (--agent FILE:FACTORY)"
+        )
+    routed = any(case.is_routed for case in cases)
+    if routed and router is None:
+        from ..routing import default_router
+
+        router = default_router()
+    costs = scoring_costs(router) if routed else None
     started, clock = time.time(), time.perf_counter()
     slots: dict[str, list[TrialRecord | None]] = {case.id: [None] * trials for case in cases}
     total = len(cases) * trials
@@ -104,7 +134,17 @@ async def run_eval(
     async def one(case: EvalCase, index: int) -> None:
         nonlocal done
         async with limiter:
-            record, model = await run_trial(case, factory, trial=index, model_factory=model_factory)
+            if case.runs_agent:
+                assert factory is not None  # checked above
+                record, model = await run_trial(
+                    case, factory, trial=index, model_factory=model_factory, router=router, costs=costs
+                )
+            else:
+                assert router is not None and costs is not None and case.expected_route is not None
+                record = await route_trial(
+                    case.id, case.input, case.expected_route, router, costs, trial=index
+                )
+                model = ""
         if model:
             model_names.add(model)
         slots[case.id][index] = record
@@ -130,6 +170,8 @@ async def run_eval(
         cases_file=cases_file,
         started_at=started,
         elapsed_s=time.perf_counter() - clock,
+        router=(router_label or router_name(router)) if routed else "",
+        route_costs=costs,
     )
 
 
@@ -141,16 +183,29 @@ def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
 
 
 async def run_trial(
-    case: EvalCase, factory: AgentFactory, *, trial: int = 0, model_factory: ModelFactory | None = None
+    case: EvalCase,
+    factory: AgentFactory,
+    *,
+    trial: int = 0,
+    model_factory: ModelFactory | None = None,
+    router: AnyRouter | None = None,
+    costs: CostMatrix | None = None,
 ) -> tuple[TrialRecord, str]:
-    """One trial: a fresh agent on fresh stores, the case's input, its checks. Returns the record
-    and the name of the model that ran it."""
+    """One trial: a fresh agent on fresh stores, the case's input, its checks (and the route, for a
+    case that sets `expected_route`, when a `router` is given). Returns the record and the name of
+    the model that ran it."""
     record = TrialRecord(case_id=case.id, trial=trial)
+    route: list[Check] = []
+    if router is not None and case.expected_route is not None:
+        from ..routing import SEED002_COSTS
+
+        await route_into(record, router, case.input, case.expected_route, costs or SEED002_COSTS)
+        route, record.checks = record.checks, []
     try:
         agent = factory(MemoryStores())
     except Exception as exc:  # the agent under test failed to build: that trial fails, the rest run
         record.error = f"the agent factory raised {type(exc).__name__}: {exc}"
-        record.checks = [Check(name="agent", ok=False, detail=record.error)]
+        record.checks = [Check(name="agent", ok=False, detail=record.error), *route]
         return record, ""
     if not isinstance(agent, Agent):
         raise UserError(f"the agent factory returned a {type(agent).__name__}, not an Agent")
@@ -181,7 +236,7 @@ async def run_trial(
     record.output_tokens = run.usage.output_tokens
     record.cost_usd = run.cost_usd
     record.elapsed_s = run.elapsed_s
-    record.checks = check_trial(case, record)
+    record.checks = check_trial(case, record) + route
     if record.error is not None:
         record.checks.append(Check(name="agent", ok=False, detail=record.error))
     return record, str(getattr(agent.model, "name", "") or type(agent.model).__name__)

@@ -7,15 +7,22 @@ or removed:
 
     {"schema": "maitre.eval.report", "version": 1,
      "created_at": ISO-8601, "maitre_version": str,
-     "run": {"cases_file", "agent", "model", "trials", "elapsed_s"},
+     "run": {"cases_file", "agent", "model", "trials", "elapsed_s", "router"},
      "metrics": {NAME: number | null},          # overall; NAME as in metrics.DIRECTIONS, plus pass^k
      "pass_hat_k": {"1": ..., "2": ...},        # the same pass^k values, by k
      "error_codes": {CODE: count},
      "confusion": [{"expected": TOOL, "chosen": TOOL, "count": n}],   # "(none)" for nothing
      "thresholds": [{"metric", "op", "value", "actual", "ok"}],
+     "routing": null | {"router", "costs": {TRUE: {CHOSEN: cost}}, "routed", "correct", "cost",
+                        "under_calls", "over_calls"},
+     "route_confusion": [{"expected": ROUTE, "chosen": ROUTE, "count": n}],   # all 9 cells, or []
      "cases": [{"id", "source", "input", "tags", "expectation": {...the fields the case sets...},
-                "passed", "trials", "pass_hat_k", "metrics": {...}, "minimum_calls", "minimum_steps",
-                "runs": [TrialRecord.to_dict()]}]}
+                "runs_agent", "routed", "passed", "trials", "pass_hat_k", "metrics": {...},
+                "minimum_calls", "minimum_steps", "runs": [TrialRecord.to_dict()]}]}
+
+A routing case's runs carry `route` ({"expected", "chosen", "cost", "under_call", "over_call",
+"probabilities", "reason"}) and `ran_agent: false`; its metrics are `pass_rate`, pass^k and the
+`route_*` ones (`maitre.evals.metrics`).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ...exceptions import UserError
-from ..metrics import Tally, confusion, pass_hat_ks, tally_trial
+from ..metrics import Tally, confusion, pass_hat_ks, route_confusion, tally_trial
 from ..runner import EvalResult
 from ..thresholds import ThresholdResult
 
@@ -76,6 +83,8 @@ def build_document(result: EvalResult, thresholds: list[ThresholdResult] | None 
                 "expectation": case.model_dump(
                     mode="json", exclude={"id", "input", "source", "tags"}, exclude_defaults=True
                 ),
+                "runs_agent": case.runs_agent,
+                "routed": case.is_routed,
                 "passed": passed,
                 "trials": len(runs),
                 "pass_hat_k": {str(k): _round(v) for k, v in case_hats.items()},
@@ -101,6 +110,7 @@ def build_document(result: EvalResult, thresholds: list[ThresholdResult] | None 
             "trials": result.trials_per_case,
             "cases": len(result.cases),
             "elapsed_s": round(result.elapsed_s, 3),
+            "router": result.router,
         },
         "metrics": metrics,
         "pass_hat_k": {str(k): _round(v) for k, v in hats.items()},
@@ -110,7 +120,31 @@ def build_document(result: EvalResult, thresholds: list[ThresholdResult] | None 
             for (expected, chosen), count in sorted(confusion(pairs).items())
         ],
         "thresholds": threshold_rows(thresholds or []),
+        "routing": _routing(result, overall),
+        "route_confusion": [
+            {"expected": expected, "chosen": chosen, "count": count}
+            for (expected, chosen), count in route_confusion(t for _, t in pairs).items()
+        ]
+        if overall.routed
+        else [],
         "cases": cases,
+    }
+
+
+def _routing(result: EvalResult, overall: Tally) -> dict[str, Any] | None:
+    if not overall.routed or result.route_costs is None:
+        return None
+    from ...routing import ROUTES
+
+    matrix = result.route_costs
+    return {
+        "router": result.router,
+        "costs": {t.value: {c.value: matrix.cost(t, c) for c in ROUTES} for t in ROUTES},
+        "routed": overall.routed,
+        "correct": overall.route_correct,
+        "cost": round(overall.route_cost, 6),
+        "under_calls": overall.route_under_calls,
+        "over_calls": overall.route_over_calls,
     }
 
 

@@ -33,6 +33,16 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
+        "Routing",
+        (
+            "route_accuracy",
+            "route_under_call_rate",
+            "route_over_call_rate",
+            "route_cost_mean",
+            "route_cost_total",
+        ),
+    ),
+    (
         "Tokens and cost",
         (
             "tokens_per_trial",
@@ -44,7 +54,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
 )
-"""Seed 003's four dimensions, with the outcome first and the bill last."""
+"""Seed 003's four dimensions and seed 002's routing, with the outcome first and the bill last."""
 
 RATIOS = frozenset(
     {
@@ -58,6 +68,9 @@ RATIOS = frozenset(
         "tool_error_rate",
         "timeout_rate",
         "trajectory_efficiency",
+        "route_accuracy",
+        "route_under_call_rate",
+        "route_over_call_rate",
     }
 )
 """Metrics between 0 and 1 (shown as percentages, drawn as bars); pass^k metrics are ratios too."""

@@ -68,6 +68,52 @@ def _confusion(document: dict[str, Any]) -> str:
     return confusion_matrix(expected, chosen, counts)
 
 
+_ROUTES = ["CONTEXT", "RETRIEVE", "ACT"]
+
+
+def _routing(document: dict[str, Any]) -> str:
+    """Seed 002's numbers, the matrix they were priced under and the route confusion matrix."""
+    routing = document.get("routing")
+    if not routing or not routing.get("routed"):
+        return "<p class='meta'>No case set an expected_route.</p>"
+    routed, correct, cost = int(routing["routed"]), int(routing["correct"]), float(routing["cost"])
+    costs = routing.get("costs") or {}
+    matrix = "".join(
+        f"<tr><th>{esc(t)}</th>"
+        + "".join(f"<td class='num'>{esc(f'{costs.get(t, {}).get(c, 0):g}')}</td>" for c in _ROUTES)
+        + "</tr>"
+        for t in _ROUTES
+    )
+    counts = {(c["expected"], c["chosen"]): int(c["count"]) for c in document.get("route_confusion", [])}
+    return (
+        f"<p id='route-summary'>router <code>{esc(routing.get('router', ''))}</code>: {correct}/{routed} = "
+        f"{100 * correct / routed:.1f}% right, cost {cost:.1f} ({cost / routed:.2f} each), "
+        f"<span class='{'bad' if routing.get('under_calls') else 'ok'}'>{esc(routing.get('under_calls', 0))} "
+        f"under-calls</span> (a wrong, confident answer), {esc(routing.get('over_calls', 0))} over-calls "
+        "(a wasted call).</p>"
+        "<p class='meta'>Priced under cost[expected][chosen]:</p><table><tr><th>expected \\ chosen</th>"
+        + "".join(f"<th>{esc(c)}</th>" for c in _ROUTES)
+        + f"</tr>{matrix}</table>"
+        f"<div class='charts' id='route-confusion'>{confusion_matrix(_ROUTES, _ROUTES, counts)}</div>"
+    )
+
+
+def _route_rows(run: dict[str, Any]) -> str:
+    route = run.get("route")
+    if not isinstance(route, dict):
+        return ""
+    probabilities = ", ".join(
+        f"{esc(r)} {float(p):.2f}" for r, p in (route.get("probabilities") or {}).items()
+    )
+    ok = route.get("chosen") == route.get("expected")
+    return (
+        "<table><tr><th>expected route</th><th>chosen</th><th>cost</th><th>probabilities</th><th>reason</th></tr>"
+        f"<tr><td>{esc(route.get('expected'))}</td><td class='{'ok' if ok else 'bad'}'>{esc(route.get('chosen'))}"
+        f"</td><td class='num'>{esc(route.get('cost'))}</td><td>{probabilities or '-'}</td>"
+        f"<td>{esc(route.get('reason') or '-')}</td></tr></table>"
+    )
+
+
 def _failures(run: dict[str, Any]) -> str:
     return "; ".join(f"{c['name']}: {c.get('detail', '')}" for c in run.get("checks", []) if not c["ok"])
 
@@ -87,12 +133,24 @@ def _case_details(case: dict[str, Any]) -> str:
             f"<td>{esc(c.get('decision'))}</td><td>{esc(c.get('error_code') or '-')}</td></tr>"
             for c in run.get("calls", [])
         )
-        runs.append(
+        verdict_span = (
             f"<h4>trial {esc(run['trial'] + 1)}: <span class='{'ok' if run.get('passed') else 'bad'}'>"
             f"{'passed' if run.get('passed') else 'failed'}</span> "
-            f"<span class='meta'>({esc(run.get('status'))}, {esc(run.get('stop_reason'))}, "
+        )
+        if run.get("ran_agent", True) is False:  # a routing case: the decision, no agent run
+            runs.append(
+                verdict_span
+                + "<span class='meta'>(routed)</span></h4>"
+                + f"<table><tr><th>check</th><th></th><th>detail</th></tr>{checks}</table>"
+                + _route_rows(run)
+                + (f"<p class='bad'>{esc(run['error'])}</p>" if run.get("error") else "")
+            )
+            continue
+        runs.append(
+            verdict_span + f"<span class='meta'>({esc(run.get('status'))}, {esc(run.get('stop_reason'))}, "
             f"{esc(run.get('steps'))} steps)</span></h4>"
             f"<table><tr><th>check</th><th></th><th>detail</th></tr>{checks}</table>"
+            + _route_rows(run)
             + (
                 f"<table><tr><th>step</th><th>tool</th><th>arguments</th><th>decision</th><th>error</th></tr>"
                 f"{calls}</table>"
@@ -134,6 +192,7 @@ def render_html(document: dict[str, Any]) -> str:
                 float(c.get("minimum_steps", 0)),
             )
             for c in cases
+            if c.get("runs_agent", True)
         ]
     )
     codes = document.get("error_codes") or {}
@@ -150,7 +209,9 @@ def render_html(document: dict[str, Any]) -> str:
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>maitre eval - {esc(run.get('cases_file', ''))}</title><style>{_STYLE}</style></head><body>"
         f"<h1>maitre eval: {esc(run.get('cases_file', ''))}</h1>"
-        f"<p class='meta'>{esc(run.get('cases', 0))} cases x {esc(run.get('trials', 1))} trials; agent "
+        f"<p class='meta'>{esc(run.get('cases', 0))} cases x {esc(run.get('trials', 1))} trials; "
+        + (f"router <code>{esc(run.get('router'))}</code>; " if run.get("router") else "")
+        + "agent "
         f"<code>{esc(run.get('agent', ''))}</code>; model <code>{esc(run.get('model', ''))}</code>; "
         f"{esc(document.get('created_at', ''))}; maitre {esc(document.get('maitre_version', ''))}; report schema "
         f"{esc(document.get('schema'))} v{esc(document.get('version'))}</p>"
@@ -161,6 +222,7 @@ def render_html(document: dict[str, Any]) -> str:
         f"<h2>Per-case outcomes</h2><div class='charts' id='outcomes'>{outcomes}</div>"
         f"<h2>Chosen versus expected tools</h2><div class='charts' id='confusion'>{_confusion(document)}</div>"
         f"<h2>Trajectory lengths</h2><div class='charts' id='trajectories'>{lengths}</div>"
+        f"<h2>Routes: chosen versus expected</h2><div id='routing'>{_routing(document)}</div>"
         f"<h2>Cases</h2><div id='cases'>{''.join(_case_details(c) for c in cases)}</div>"
         "</body></html>\n"
     )
