@@ -12,7 +12,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..compare import Comparison
+from ..compare import CaseChange, Comparison
 from .format import format_metric, grouped
 
 __all__ = ["comparison_tables", "routing_tables", "summary_tables"]
@@ -111,6 +111,17 @@ def _route_cell(case: dict[str, Any]) -> Text:
     return Text(text, style="red" if wrong else "green")
 
 
+def _route_change(case: CaseChange) -> Text:
+    """`ACT -> CONTEXT, wants ACT` (red: B chose wrong), `CONTEXT -> ACT` (green: B is right)."""
+    if not case.expected_route:
+        return Text("-")
+    after = case.route_after or "-"
+    text = f"{case.route_before or '-'} -> {after}"
+    if after != case.expected_route:
+        return Text(f"{text}, wants {case.expected_route}", style="red")
+    return Text(text, style="green" if case.route_before != after else "")
+
+
 def routing_tables(document: dict[str, Any]) -> list[RenderableType]:
     """Seed 002's summary line (`18/18 = 100.0%, cost 0.0 ...`), the matrix it was priced under, and
     the route confusion matrix: rows the expected route, columns the chosen one."""
@@ -177,7 +188,7 @@ def comparison_tables(comparison: Comparison, *, show_all: bool = False) -> Rend
     fell = sum(c.regression for c in comparison.cases)
     routed = any(c.expected_route for c in comparison.cases)
     cases = Table(title=f"{fell} of {len(comparison.cases)} cases regressed")
-    for column in ("case", "A", "B", *(["route: expected, A -> B"] if routed else []), "", "failing in B"):
+    for column in ("case", "A", "B", *(["route A -> B"] if routed else []), "", "failing in B"):
         cases.add_column(column)
     for case in comparison.cases:
         unchanged = case.before == case.after and case.route_cost_before == case.route_cost_after
@@ -192,13 +203,7 @@ def comparison_tables(comparison: Comparison, *, show_all: bool = False) -> Rend
             f"{case.after[0]}/{case.after[1]}" if case.after else "-",
         ]
         if routed:
-            cells.append(
-                Text(
-                    f"{case.expected_route}: {case.route_before or '-'} -> {case.route_after or '-'}"
-                    if case.expected_route
-                    else "-"
-                )
-            )
+            cells.append(_route_change(case))
         cells += [
             Text(label, style="bold red" if case.regression else "dim"),
             Text(", ".join(case.failing_checks) or "-"),
