@@ -20,6 +20,8 @@ from maitre.embeddings import HashingEmbedder
 from maitre.memory import MemoryStore
 
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+PG_SECRET = "hex:" + "5e" * 32
+"""The tombstone secret of test stores on PostgreSQL (a server store must be given one)."""
 
 
 class Clock:
@@ -68,6 +70,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
         if request.param == "sqlite":
             store = MemoryStore.sqlite(tmp_path / "memory.db", **kwargs)  # type: ignore[arg-type]
         else:
+            kwargs.setdefault("secret", PG_SECRET)
             store = MemoryStore.postgres(PG_DSN, schema=schema, pgvector=False, **kwargs)  # type: ignore[arg-type]
         created.append(store)
         return store

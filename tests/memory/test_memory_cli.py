@@ -12,7 +12,7 @@ from maitre.cli.memory import app
 from maitre.embeddings import HashingEmbedder
 from maitre.memory import MemoryStore
 
-from .conftest import _PG_REASON, PG_DSN
+from .conftest import _PG_REASON, PG_DSN, PG_SECRET
 
 runner = CliRunner()
 
@@ -120,7 +120,9 @@ def test_correct_and_secret_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.postgres
 @pytest.mark.skipif(_PG_REASON is not None, reason=_PG_REASON or "")
-def test_postgres_db_url_with_schema() -> None:
+def test_postgres_db_url_with_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A server store takes its tombstone secret from configuration; the CLI reads the same variable.
+    monkeypatch.setenv("MAITRE_MEMORY_SECRET", PG_SECRET)
     schema = "mt_cli_" + __import__("uuid").uuid4().hex[:8]
     store = make_db(PG_DSN, schema=schema, pgvector=False, embedder=HashingEmbedder())
     try:

@@ -19,6 +19,8 @@ import pytest
 from maitre.embeddings import HashingEmbedder
 from maitre.memory import Candidate, ConversationTurn, MemoryStore, WriteAction
 
+from .conftest import PG_SECRET
+
 StoreFactory = Callable[..., MemoryStore]
 SECRET_CITY = "Zorbluxville"
 SECRET_OLD_CITY = "Quaxmoorton"
@@ -201,7 +203,12 @@ def test_summary_lineage_must_point_at_own_facts(store: MemoryStore) -> None:
 
 def test_pgvector_path_deletes_too(pgvector_dsn: str, clock) -> None:  # type: ignore[no-untyped-def]
     store = MemoryStore.postgres(
-        pgvector_dsn, schema="del_pgvector", pgvector=True, embedder=HashingEmbedder(), clock=clock
+        pgvector_dsn,
+        schema="del_pgvector",
+        pgvector=True,
+        embedder=HashingEmbedder(),
+        clock=clock,
+        secret=PG_SECRET,
     )
     try:
         assert store.backend.native_vectors

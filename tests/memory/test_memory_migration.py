@@ -9,6 +9,7 @@ row in `maitre_schema`, and every fact, hit, history and summary is what the wri
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from maitre.exceptions import StoreError
 from maitre.memory import MemoryStore
 from maitre.storage import SQLiteStores
 
-from .conftest import _PG_REASON, PG_DSN, Clock
+from .conftest import _PG_REASON, PG_DSN, PG_SECRET, Clock
 
 # The memory schema before `maitre_schema` (memory/backend.py COMMON_SCHEMA + each backend's setup).
 OLD_COMMON = [
@@ -132,6 +133,8 @@ def test_a_sqlite_memory_file_from_before_the_version_table_opens_with_everythin
         "INSERT INTO main.memory_fts (rowid, scope, body) SELECT rowid, scope, body FROM src.memory_fts"
     )
     conn.execute("DETACH DATABASE src")
+    # The tombstone secret is not in the database: a copy of a store is the file and its key file.
+    shutil.copyfile(tmp_path / "source.db.key", tmp_path / "old.db.key")
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert "maitre_schema" not in tables and "memory_facts" in tables
     assert conn.execute("SELECT count(*) FROM memory_facts").fetchone()[0] >= 6
@@ -204,7 +207,9 @@ def test_a_postgres_memory_schema_from_before_the_version_table_opens_with_every
     pg_schemas: tuple[str, str], clock: Clock
 ) -> None:
     src, old = pg_schemas
-    source = MemoryStore.postgres(PG_DSN, schema=src, pgvector=False, embedder=HashingEmbedder(), clock=clock)
+    source = MemoryStore.postgres(
+        PG_DSN, schema=src, pgvector=False, embedder=HashingEmbedder(), clock=clock, secret=PG_SECRET
+    )
     fill(source)
     expected = snapshot(source)
     source.close()
@@ -228,7 +233,9 @@ def test_a_postgres_memory_schema_from_before_the_version_table_opens_with_every
         }
         assert "maitre_schema" not in tables and "memory_facts" in tables
 
-    store = MemoryStore.postgres(PG_DSN, schema=old, pgvector=False, embedder=HashingEmbedder(), clock=clock)
+    store = MemoryStore.postgres(
+        PG_DSN, schema=old, pgvector=False, embedder=HashingEmbedder(), clock=clock, secret=PG_SECRET
+    )
     try:
         assert snapshot(store) == expected
         with psycopg.connect(PG_DSN, autocommit=True) as conn:

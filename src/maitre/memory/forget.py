@@ -6,13 +6,18 @@
 2. their entries in the lexical index (FTS5 / tsvector) and the vector index;
 3. every summary built from any of them, found through lineage (`memory_summary_sources`);
    the profile is rebuilt from what remains instead of being dropped;
-4. and it writes one tombstone per distinct forgotten value: an HMAC of (tenant, user, key,
-   normalised value), never the text, which the write path checks so the same fact cannot be
-   extracted again or come back with a replayed import.
+4. and it writes one tombstone per distinct forgotten value: an HMAC of (tenant, user, canonical key,
+   folded value; `maitre.memory.identity`), never the text, which the write path checks so the same
+   fact cannot be extracted again or come back with a replayed import, however it is spelled.
+
+A value to forget matches a stored value when the two are the same fact by either identity: the
+slot's (`normalise_value`) or the tombstone's (`value_identity`: "Zorblux\u200bville" finds
+"Zorbluxville").
 
 Then `backend.purge` drops index remnants inside the same transaction (FTS5 keeps tokens of deleted
 rows in old segments until they are merged); the store runs `backend.after_delete` after commit
-(WAL checkpoint for SQLite, VACUUM ANALYZE for Postgres).
+(which schedules a background WAL checkpoint for SQLite and a background VACUUM ANALYZE for
+Postgres: neither waits for readers, see the backends).
 
 Forgetting the *current* value of a single-valued key while older values remain would make the
 next-older value current again: the stale-address bug seed 000 opens with. A textless retraction
@@ -25,6 +30,7 @@ import uuid
 from collections.abc import Callable
 
 from .backend import Backend, Db
+from .identity import value_identity
 from .model import DeleteReport, Fact, MemoryPolicy, Status, fact_text, from_micros, normalise_value
 from .profile import PROFILE_ID, rebuild_profile
 from .rows import COLS, bump_version, chunks, insert_fact, row_fact
@@ -41,7 +47,7 @@ def erase(
     key: str | None,
     value: str | None,
     policy: MemoryPolicy,
-    digest: Callable[[Fact], str],
+    digest: Callable[[Fact], list[str]],
     now_us: int,
 ) -> DeleteReport:
     """Forget `key` (or one `value` of it, or everything when `key` is None) for one user."""
@@ -54,13 +60,15 @@ def erase(
         )
     found = [row_fact(r) for r in rows]
     if value is not None:
-        norm = normalise_value(value)
-        found = [(s, f) for s, f in found if normalise_value(f.value) == norm]
+        norm, ident = normalise_value(value), value_identity(value)
+        found = [
+            (s, f) for s, f in found if normalise_value(f.value) == norm or value_identity(f.value) == ident
+        ]
     if not found:
         return DeleteReport()
     indexed = [(s, f) for s, f in found if f.status == Status.CURRENT and not f.retracted]
     backend.unindex(db, [(s, tenant, user, fact_text(f.key, f.value)) for s, f in indexed])
-    digests = sorted({digest(f) for _, f in found if not f.retracted and f.value})
+    digests = sorted({digest(f)[0] for _, f in found if not f.retracted and f.value})
     for d in digests:
         db.execute(
             "INSERT INTO memory_tombstones (digest, created_at) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING",

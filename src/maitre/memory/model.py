@@ -27,6 +27,8 @@ from enum import StrEnum
 from typing import Any
 
 from ..exceptions import UserError
+from . import secret_shape
+from .identity import DEFAULT_VOCABULARY, KeyVocabulary, require_text
 
 __all__ = [
     "Candidate",
@@ -138,6 +140,9 @@ class Fact:
     """System time at which it was superseded."""
     retracted: bool = False
     """True if this fact says the slot stopped being true (for example "I no longer eat meat")."""
+    seq: int | None = field(default=None, compare=False, repr=False)
+    """Storage order (None until stored): the last tie-break of the conflict order, so of two facts
+    alike in origin, valid time and system time the one stored later wins (`maitre.memory.rules`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (ISO-8601 times)."""
@@ -282,6 +287,13 @@ class MemoryPolicy:
     """Refuse values that look like secrets (card numbers, passwords, API keys)."""
     max_value_chars: int = 1000
     """Longest value accepted."""
+    vocabulary: KeyVocabulary = DEFAULT_VOCABULARY
+    """Which spellings of a key are one key: US/UK spellings, plurals and declared synonyms
+    (`home city` = `city`); applied to every write, read and delete (`maitre.memory.identity`)."""
+
+    def canonical_key(self, key: str) -> str:
+        """The key as stored: normalised, then folded through `vocabulary`; a `UserError` if invalid."""
+        return self.vocabulary.canonical(key)
 
 
 _KEY_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -289,8 +301,10 @@ _SPACES = re.compile(r"\s+")
 
 
 def normalise_key(key: str) -> str:
-    """`"Favourite Colour"` -> `favourite_colour`; raises UserError if nothing valid remains."""
-    norm = re.sub(r"[\s\-./]+", "_", key.strip().lower()).strip("_")
+    """`"Favourite Colour"` -> `favourite_colour`; raises UserError if nothing valid remains.
+
+    Syntax only; the store also folds synonyms and spellings (`MemoryPolicy.canonical_key`)."""
+    norm = re.sub(r"[\s\-./]+", "_", require_text("key", key).strip().lower()).strip("_")
     if not _KEY_RE.fullmatch(norm):
         raise UserError(
             f"Memory key {key!r} is not valid: use 1-64 characters, a letter first, then letters, "
@@ -339,7 +353,11 @@ def fact_text(key: str, value: str) -> str:
 
 
 def tombstone_digest(secret: bytes, tenant: str, user: str, key: str, value_norm: str) -> str:
-    """HMAC-SHA256 of the normalised fact. The store keeps this, never the text it stands for."""
+    """The version-1 tombstone digest: HMAC-SHA256 of the fields joined with `\\x1f`.
+
+    Ambiguous (a `\\x1f` inside an id shifts the fields); new tombstones use
+    `maitre.memory.identity.tombstone_digest` (length-prefixed, folded values). Kept so tombstones
+    written with it still block."""
     message = "\x1f".join((tenant, user, key, value_norm)).encode()
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
 
@@ -380,38 +398,9 @@ def from_micros(micros: int) -> datetime:
     return _EPOCH + timedelta(microseconds=micros)
 
 
-_SECRET_KEY = re.compile(
-    r"(^|_)(password|passwd|passcode|pin|otp|cvv|cvc|ssn|secret|api_key|apikey|token|private_key|"
-    r"card_number|credit_card|iban|account_number|(?<!zip_)(?<!postal_)(?<!area_)(?<!country_)code)(_|$)"
-)
-_SECRET_VALUE = [
-    re.compile(r"\b(?:sk|pk|rk)[-_][A-Za-z0-9_-]{16,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
-    re.compile(r"\b(?:password|passcode|pin|cvv)\s*(?:is|:|=)\s*\S+", re.IGNORECASE),
-]
-_CARD = re.compile(r"(?:\d[ -]?){13,19}")
-
-
-def _luhn(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch)
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
 def looks_secret(key: str, value: str) -> bool:
-    """True for things long-term memory must never hold (seed 000): card numbers, passwords, keys."""
-    if _SECRET_KEY.search(key):
-        return True
-    if any(p.search(value) for p in _SECRET_VALUE):
-        return True
-    for match in _CARD.finditer(value):
-        digits = re.sub(r"\D", "", match.group())
-        if 13 <= len(digits) <= 19 and _luhn(digits):
-            return True
-    return False
+    """True for things long-term memory must never hold (seed 000): card numbers, passwords, keys.
+
+    Decided by the value's shape and the key's meaning together (`maitre.memory.secret_shape`), so a
+    postal `pin_code`, a `dress_code` or a `token_budget` is not refused."""
+    return secret_shape.looks_secret(key, value)

@@ -42,6 +42,7 @@ def row_fact(row: Sequence[Any]) -> tuple[int, Fact]:
         superseded_by=row[11],
         superseded_at=from_micros(row[12]) if row[12] is not None else None,
         retracted=bool(row[13]),
+        seq=row[0],
     )
 
 
@@ -86,9 +87,13 @@ def slot_rows(db: Db, tenant: str, user: str, slot: str) -> list[tuple[int, Fact
     return [row_fact(r) for r in rows]
 
 
-def tombstoned(db: Db, digest: str) -> bool:
-    """Whether a tombstone with this digest exists."""
-    return bool(db.execute("SELECT 1 FROM memory_tombstones WHERE digest = ?", (digest,)))
+def tombstoned(db: Db, digest: str | Sequence[str]) -> bool:
+    """Whether a tombstone with this digest (or any of these digests) exists."""
+    digests = [digest] if isinstance(digest, str) else list(digest)
+    if not digests:
+        return False
+    marks = ", ".join("?" * len(digests))
+    return bool(db.execute(f"SELECT 1 FROM memory_tombstones WHERE digest IN ({marks})", digests))
 
 
 def bump_version(db: Db, tenant: str, user: str) -> int:

@@ -2,7 +2,8 @@
 
 Precedence is one total order over the facts of a slot, compared left to right:
 
-    (origin: stated > inferred,  valid_from: newer > older,  recorded_at: newer > older,  id)
+    (origin: stated > inferred,  valid_from: newer > older,  recorded_at: newer > older,
+     storage order: later > earlier)
 
 The current fact is the maximum of that order over every stored fact of the slot; every other fact
 is kept as `superseded` (never blended, never dropped). Consequences, each tested:
@@ -16,6 +17,12 @@ is kept as `superseded` (never blended, never dropped). Consequences, each teste
 | the same (value, valid_from, origin) written twice | the second write is a no-op (idempotent) |
 | "I still live in Bengaluru" (May, stated) | stored and current; value unchanged (a confirmation) |
 | "I no longer eat meat" (a retraction) | the slot has no current value; older replays cannot revive it |
+| two values, same origin and valid_from, in one batch | the later one in the batch is current (storage order) |
+
+*Why storage order last.* One batch shares one `recorded_at`, so two facts for a key with the same
+`valid_from` used to be told apart by their random ids: the winner changed from run to run
+(issue 16). The storage order (`Fact.seq`; a fact not yet stored comes after every stored one) makes
+the answer "later wins", within a batch and across writes alike.
 
 *Why origin first, even over recency.* Seed 000: "a fact the user stated beats one the system
 inferred". The alternative (recency first, inferred may not override stated) gives a different
@@ -32,6 +39,7 @@ Inferred facts that lost are kept in history, so an application can ask "did you
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -42,9 +50,10 @@ __all__ = ["decide", "precedence", "same_fact", "winner"]
 _ORIGIN_RANK = {Origin.STATED: 1, Origin.INFERRED: 0}
 
 
-def precedence(fact: Fact) -> tuple[int, datetime, datetime, str]:
-    """The sort key of the conflict order; the maximum is current."""
-    return (_ORIGIN_RANK[Origin(fact.origin)], fact.valid_from, fact.recorded_at, fact.id)
+def precedence(fact: Fact) -> tuple[int, datetime, datetime, int, str]:
+    """The sort key of the conflict order; the maximum is current (unstored facts sort last-stored)."""
+    order = fact.seq if fact.seq is not None else sys.maxsize
+    return (_ORIGIN_RANK[Origin(fact.origin)], fact.valid_from, fact.recorded_at, order, fact.id)
 
 
 def same_fact(a: Fact, b: Fact) -> bool:

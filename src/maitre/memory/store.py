@@ -10,7 +10,9 @@ Seed 000's four questions, answered in code:
   losers are kept as superseded, a late replay is stored already superseded.
 - *How to delete*: `delete()` removes, in one transaction, every row of the key (current and history),
   its embeddings, its full-text entries, every summary built from it (via lineage) and rebuilds the
-  profile; it leaves an HMAC tombstone so the same fact cannot be extracted or replayed back.
+  profile; it leaves an HMAC tombstone so the same fact cannot be extracted or replayed back, however
+  it is spelled (`identity`: folded values, the key vocabulary, length-prefixed digests). It never
+  waits for readers: the erasure of freed bytes (WAL checkpoint, VACUUM) runs in the background.
 
 *Sync core, async face.* The store is synchronous: SQLite is a synchronous library, embedding is
 CPU-bound, and a sync API is what scripts and the CLI want (seed 000's shape). Async callers (the
@@ -24,8 +26,13 @@ Times are stored as integer microseconds since the epoch in both backends (porta
 *A facade over one module per concept.* The store opens the transactions, embeds, and keeps the
 vector cache; the concepts work inside its transactions: `writes` (validation and the write path
 through `rules`), `retrieval` (both rankers and fusion), `profile`, `summaries`, `forget`
-(deletion), `export`, and `meta` (the tombstone secret and the embedder's identity). Reading rows
-back is `rows`.
+(deletion), `export`, `identity` (what makes two spellings one fact), `keyfile` (where the tombstone
+secret comes from) and `meta` (its check and the embedder's identity). Reading rows back is `rows`.
+
+*Determinism.* Within one batch (`apply_many`, `remember`) candidates are applied in order, and of two
+facts alike in origin and valid time the later one wins (`rules`: storage order is the last
+tie-break). Text that is not valid Unicode (a lone surrogate) and valid times in the future are
+refused with a `UserError` at every door.
 """
 
 from __future__ import annotations
@@ -48,7 +55,9 @@ from .backend import Backend
 from .export import export_document
 from .extract import ConversationTurn, Extractor, RuleExtractor
 from .forget import erase
-from .meta import check_embedder, embedder_identity, record_embedder, tombstone_secret
+from .identity import legacy_tombstone_digest, require_text, tombstone_digest
+from .keyfile import configured_secret, key_file_beside
+from .meta import check_embedder, embedder_identity, record_embedder, tombstone_keys
 from .model import (
     DEFAULT_TENANT,
     Candidate,
@@ -61,11 +70,8 @@ from .model import (
     Summary,
     WriteOutcome,
     fact_text,
-    normalise_key,
-    normalise_value,
     to_datetime,
     to_micros,
-    tombstone_digest,
 )
 from .profile import read_profile, rebuild_profile
 from .reads import current_values, key_history, user_facts, user_ids, values_at
@@ -74,7 +80,7 @@ from .rows import bump_version, facts_by_seq
 from .sqlite import SQLiteBackend, scope_token
 from .summaries import load_summaries, store_summary
 from .vectors import VectorCache
-from .writes import PreparedWrite, apply_one, likely_winners, prepare
+from .writes import PreparedWrite, apply_one, likely_winners, prepare, reject_future
 
 if TYPE_CHECKING:
     import numpy as np
@@ -93,15 +99,23 @@ _REINDEX_BATCH = 256
 """Facts embedded per batch by `reindex` (a progress display moves between batches)."""
 
 
+def _check_scope(tenant: str, user: str) -> None:
+    """A `UserError` (not a driver's UnicodeEncodeError) for a tenant or user that is not valid text."""
+    require_text("tenant", tenant)
+    require_text("user", user)
+
+
 class MemoryStore:
     """Long-term memory on SQLite (default, one file) or PostgreSQL.
 
     `MemoryStore("memory.db")` opens (or creates) a SQLite file; a `postgresql://` URL opens the
     Postgres backend with the default schema (use `MemoryStore.postgres()` to choose the schema).
 
-    `embedder` defaults to the process-wide offline MiniLM (loaded on first use). `secret` keys the
-    HMAC of tombstones; pass one from your secret manager so a copy of the database alone cannot test
-    guesses against tombstones. Without it a random secret is generated and kept in the store.
+    `embedder` defaults to the process-wide offline MiniLM (loaded on first use). `secret` (or
+    `secret_file`, or the environment variables `MAITRE_MEMORY_SECRET` / `MAITRE_MEMORY_SECRET_FILE`)
+    keys the HMAC of tombstones and is never stored in the database, so a copy of the database alone
+    cannot test guesses against them. Required for a PostgreSQL store; an embedded SQLite file without
+    one gets a generated key file `<database>.key` (mode 0600) beside it (`maitre.memory.keyfile`).
     `clock` returns the current UTC time (tests pass a fixed clock).
     """
 
@@ -115,6 +129,7 @@ class MemoryStore:
         clock: Callable[[], datetime] | None = None,
         min_similarity: float = 0.3,
         max_cached_vectors: int = 200_000,
+        secret_file: str | Path | None = None,
     ) -> None:
         if isinstance(target, str) and target.startswith(("postgresql://", "postgres://")):
             from .postgres import PostgresBackend
@@ -133,7 +148,7 @@ class MemoryStore:
         self._embedder_checked = False
         self._lock = threading.Lock()
         self.backend.setup(self.embedder_dim)
-        self._secret = self._init_secret(secret.encode() if isinstance(secret, str) else secret)
+        self._secret, self._legacy_tombstones = self._init_secret(secret, secret_file)
 
     # -- construction helpers -------------------------------------------------------------------
 
@@ -164,9 +179,15 @@ class MemoryStore:
         """Dimension of the configured embedder."""
         return self.embedder.dim
 
-    def _init_secret(self, secret: bytes | None) -> bytes:
+    def _init_secret(self, secret: bytes | str | None, secret_file: str | Path | None) -> tuple[bytes, bool]:
+        configured = configured_secret(secret, secret_file)
+        database = getattr(self.backend, "path", None)
+        embedded = self.backend.kind == "sqlite" and database is not None
+        ephemeral = embedded and database == ":memory:"
+        key_file = key_file_beside(database) if database is not None and embedded and not ephemeral else None
         with self.backend.write(["maitre-memory-meta"]) as db:
-            return tombstone_secret(db, secret)
+            keys = tombstone_keys(db, configured, key_file=key_file, ephemeral=ephemeral)
+        return keys.secret, keys.legacy
 
     def _check_embedder(self) -> None:
         if self._embedder_checked:
@@ -247,7 +268,9 @@ class MemoryStore:
         tenant: str = DEFAULT_TENANT,
         unforget: bool = False,
     ) -> list[WriteOutcome]:
-        """Write several candidates for one user in one transaction (one batch of embeddings)."""
+        """Write several candidates for one user in one transaction (one batch of embeddings).
+
+        Applied in order: of two candidates alike in origin and valid time, the later one wins."""
         if not candidates:
             return []
         now = self._clock()
@@ -314,7 +337,14 @@ class MemoryStore:
     def write_candidates(
         self, user: str, candidates: Sequence[Candidate], *, tenant: str = DEFAULT_TENANT
     ) -> list[WriteOutcome]:
-        """Write extracted candidates in one batch, skipping (and logging) the ones the store refuses."""
+        """Write extracted candidates in one batch, skipping (and logging) the ones the store refuses.
+
+        Secrets and invalid keys are skipped: extraction proposes, the store decides. A candidate
+        dated in the future is not skipped: it means a wrong clock, so the whole batch is refused
+        with a `UserError` naming it, before anything is written."""
+        now = self._clock()
+        for c in candidates:
+            reject_future(c, now=now)
         accepted = []
         for c in candidates:
             reason = self.check(user, c, tenant=tenant)
@@ -324,8 +354,14 @@ class MemoryStore:
                 log.info("memory: skipped an extracted candidate for key %r: %s", c.key, reason)
         return self.apply_many(user, accepted, tenant=tenant)
 
-    def _digest(self, fact: Fact) -> str:
-        return tombstone_digest(self._secret, fact.tenant, fact.user, fact.key, normalise_value(fact.value))
+    def _digest(self, fact: Fact) -> list[str]:
+        """Every tombstone digest standing for `fact`: the current one first, then version 1's."""
+        digests = [tombstone_digest(self._secret, fact.tenant, fact.user, fact.key, fact.value)]
+        if self._legacy_tombstones:
+            digests.append(
+                legacy_tombstone_digest(self._secret, fact.tenant, fact.user, fact.key, fact.value)
+            )
+        return digests
 
     def _embed_needed(self, prepared: list[PreparedWrite], unforget: bool) -> dict[str, NDArray[np.float32]]:
         """Embed, outside any transaction, the texts of candidates that look likely to become current.
@@ -365,7 +401,7 @@ class MemoryStore:
         `valid_at` asks about another moment in the world ("where did I live in February?");
         `known_at` asks what the store believed at an earlier moment (defaults to `valid_at`).
         """
-        key = normalise_key(key)
+        key = self.policy.canonical_key(key)
         if key in self.policy.multi_valued:
             raise UserError(f"{key!r} holds several values; use values() for it.")
         found = self.values(user, key, tenant=tenant, valid_at=valid_at, known_at=known_at)
@@ -381,7 +417,8 @@ class MemoryStore:
         known_at: datetime | date | str | None = None,
     ) -> list[Fact]:
         """The current facts of a key (several for a multi-valued key), oldest valid_from first."""
-        key = normalise_key(key)
+        _check_scope(tenant, user)
+        key = self.policy.canonical_key(key)
         if valid_at is None and known_at is None:
             with self.backend.read() as db:
                 found = current_values(db, tenant, user, key)
@@ -395,12 +432,14 @@ class MemoryStore:
 
     def history(self, user: str, key: str, *, tenant: str = DEFAULT_TENANT) -> list[Fact]:
         """Every stored fact of a key (current and superseded), by valid_from then recorded_at."""
-        key = normalise_key(key)
+        _check_scope(tenant, user)
+        key = self.policy.canonical_key(key)
         with self.backend.read() as db:
             return key_history(db, tenant, user, key)
 
     def facts(self, user: str, *, tenant: str = DEFAULT_TENANT, include_history: bool = False) -> list[Fact]:
         """All of a user's facts (current only unless `include_history`), by key then valid_from."""
+        _check_scope(tenant, user)
         with self.backend.read() as db:
             return user_facts(db, tenant, user, include_history=include_history)
 
@@ -419,6 +458,8 @@ class MemoryStore:
         neither shares a query word nor reaches `min_similarity` is left out, so a question the
         store cannot answer gets an empty list rather than unrelated facts.
         """
+        _check_scope(tenant, user)
+        require_text("query", query)
         if k <= 0:
             return []
         threshold = self.min_similarity if min_similarity is None else min_similarity
@@ -459,6 +500,7 @@ class MemoryStore:
 
     def profile(self, user: str, *, tenant: str = DEFAULT_TENANT) -> Profile:
         """The always-loaded profile: one `key: value` line per designated key, deterministic."""
+        _check_scope(tenant, user)
         with self.backend.read() as db:
             return read_profile(db, tenant, user, self.policy)
 
@@ -476,6 +518,9 @@ class MemoryStore:
         `sources` are the fact ids it was built from. Deleting any of them deletes the summary: a
         summary cannot be trusted to have forgotten what it was built from.
         """
+        _check_scope(tenant, user)
+        require_text("summary text", text)
+        require_text("summary kind", kind)
         if kind == "profile":
             raise UserError("The profile is built by the store; choose another kind.")
         summary = Summary(
@@ -493,6 +538,7 @@ class MemoryStore:
 
     def summaries(self, user: str, *, tenant: str = DEFAULT_TENANT) -> list[Summary]:
         """Every stored summary of the user (the profile included), with its lineage."""
+        _check_scope(tenant, user)
         with self.backend.read() as db:
             return load_summaries(db, tenant, user)
 
@@ -510,11 +556,15 @@ class MemoryStore:
         forgotten while it was current, the key is left with no current value rather than reviving
         an older one.
         """
-        key = normalise_key(key)
+        _check_scope(tenant, user)
+        if value is not None:
+            require_text("value", value)
+        key = self.policy.canonical_key(key)
         return self._delete(tenant, user, key=key, value=value)
 
     def delete_user(self, user: str, *, tenant: str = DEFAULT_TENANT) -> DeleteReport:
         """Forget everything about a user (the right to erasure), with tombstones for every value."""
+        _check_scope(tenant, user)
         return self._delete(tenant, user, key=None, value=None)
 
     def _delete(self, tenant: str, user: str, *, key: str | None, value: str | None) -> DeleteReport:

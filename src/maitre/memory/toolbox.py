@@ -122,7 +122,10 @@ def memory_toolbox(store: MemoryStore | AsyncMemoryStore, *, namespace: str | No
             query: what you need to know, e.g. "which city does the user live in".
             k: how many facts to return (1-10).
         """
-        hits = await mem.retrieve(principal.user, query, k, tenant=principal.tenant)
+        try:
+            hits = await mem.retrieve(principal.user, query, k, tenant=principal.tenant)
+        except UserError as exc:
+            raise ToolError("INVALID_ARGUMENTS", f"Not searched: {exc}") from None
         result: dict[str, Any] = {"facts": [_fact(h.fact) for h in hits]}
         if not hits:
             result["note"] = "Nothing relevant is stored for this user."
@@ -139,7 +142,10 @@ def memory_toolbox(store: MemoryStore | AsyncMemoryStore, *, namespace: str | No
             key: snake_case name of the fact to forget, e.g. city.
             value: only this value of the key; omit to forget the whole key.
         """
-        report = await mem.delete(principal.user, key, value, tenant=principal.tenant)
+        try:
+            report = await mem.delete(principal.user, key, value, tenant=principal.tenant)
+        except UserError as exc:
+            raise ToolError("INVALID_ARGUMENTS", f"Not forgotten: {exc}") from None
         if report.facts == 0:
             keys = sorted({f.key for f in await mem.facts(principal.user, tenant=principal.tenant)})
             raise ToolError(

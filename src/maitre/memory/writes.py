@@ -2,9 +2,10 @@
 
 `MemoryStore.apply_many` owns the order of events, which this module keeps in three steps:
 
-1. `prepare` (no database): refuse what must never be stored (an empty user, a secret, a value too
-   long, a fact dated in the future) and normalise the rest into the `Fact` that would be stored
-   and the *slot* it competes in (the key, or key + value for a multi-valued key).
+1. `prepare` (no database): refuse what must never be stored (an empty user, text that is not valid
+   Unicode, a secret, a value too long, a fact dated in the future) and normalise the rest into the
+   `Fact` that would be stored (its key folded through the policy's vocabulary) and the *slot* it
+   competes in (the key, or key + value for a multi-valued key).
 2. `likely_winners` (a read): which texts will probably become current and so need an embedding.
    The store embeds them before the write transaction opens, so the write lock is held for well
    under a millisecond.
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 from ..exceptions import UserError
 from . import rules
 from .backend import Backend, Db
+from .identity import require_text
 from .model import (
     Candidate,
     Fact,
@@ -36,7 +38,6 @@ from .model import (
     WriteOutcome,
     fact_text,
     looks_secret,
-    normalise_key,
     normalise_value,
     to_datetime,
     to_micros,
@@ -47,9 +48,34 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["AppliedWrite", "PreparedWrite", "apply_one", "likely_winners", "prepare", "slot_of"]
+__all__ = [
+    "AppliedWrite",
+    "PreparedWrite",
+    "apply_one",
+    "likely_winners",
+    "prepare",
+    "reject_future",
+    "slot_of",
+]
 
-_FUTURE_SKEW = timedelta(minutes=5)
+FUTURE_SKEW = timedelta(minutes=5)
+"""How far ahead of the store's clock a valid time may be (clock skew between machines)."""
+
+
+def reject_future(candidate: Candidate, *, now: datetime) -> datetime:
+    """The candidate's valid time (now if unset); a `UserError` if it is ahead of the clock.
+
+    Every write door calls this (`write`, `apply`, `retract`, `remember`, the memory tools): a fact
+    dated in the future is refused with this message, never stored and never skipped silently."""
+    valid_from = to_datetime(candidate.valid_from, default=now)
+    if valid_from > now + FUTURE_SKEW:
+        where = f" (from {candidate.source})" if candidate.source else ""
+        raise UserError(
+            f"valid_from {valid_from.isoformat()} of {candidate.key!r}{where} is in the future (the "
+            f"store's clock says {now.isoformat()}); write a fact when it becomes true, or fix the "
+            "clock of the message it came from."
+        )
+    return valid_from
 
 
 @dataclass(kw_only=True)
@@ -87,8 +113,11 @@ def prepare(
     """Validate and normalise a candidate; a `UserError` says why it may not be stored."""
     if not user or not tenant:
         raise UserError("A memory write needs a non-empty user and tenant.")
-    key = normalise_key(candidate.key)
-    value = " ".join(candidate.value.split())
+    require_text("user", user)
+    require_text("tenant", tenant)
+    require_text("source", candidate.source or "")
+    key = policy.canonical_key(candidate.key)
+    value = " ".join(require_text("value", candidate.value).split())
     if not value and not candidate.retract:
         raise UserError(f"Memory value for {key!r} is empty; to end a value use retract().")
     if len(value) > policy.max_value_chars:
@@ -101,11 +130,7 @@ def prepare(
             f"Refusing to store {key!r}: it looks like a secret (card number, password, key). "
             "Long-term memory must never hold secrets."
         )
-    valid_from = to_datetime(candidate.valid_from, default=now)
-    if valid_from > now + _FUTURE_SKEW:
-        raise UserError(
-            f"valid_from {valid_from.isoformat()} is in the future; write a fact when it becomes true."
-        )
+    valid_from = reject_future(candidate, now=now)
     multi = key in policy.multi_valued
     if multi and candidate.retract and not normalise_value(value):
         raise UserError(f"{key!r} holds several values; name the value that ended.")
@@ -126,7 +151,7 @@ def prepare(
 
 
 def likely_winners(
-    db: Db, prepared: list[PreparedWrite], *, digest: Callable[[Fact], str], unforget: bool
+    db: Db, prepared: list[PreparedWrite], *, digest: Callable[[Fact], list[str]], unforget: bool
 ) -> list[str]:
     """The texts of prepared facts that would become current now (so a replay costs no embedding)."""
     wanted: list[str] = []
@@ -148,7 +173,7 @@ def apply_one(
     item: PreparedWrite,
     vectors: dict[str, NDArray[np.float32]],
     *,
-    digest: Callable[[Fact], str],
+    digest: Callable[[Fact], list[str]],
     embed: Callable[[list[str]], dict[str, NDArray[np.float32]]],
     unforget: bool,
     now: datetime,
@@ -157,6 +182,8 @@ def apply_one(
 
     `vectors` holds the embeddings made before the transaction opened; `embed` is called only when
     another writer changed the slot in between, so a text that was not expected to win needs one.
+    `digest` gives every tombstone digest that would stand for the fact (the current one first,
+    then version-1 digests while the store still has such tombstones).
     """
     fact, slot = item.fact, item.slot
     tenant, user = fact.tenant, fact.user
@@ -167,7 +194,8 @@ def apply_one(
     visible = current if current is not None and not current.retracted else None
     if not fact.retracted:
         if unforget:
-            db.execute("DELETE FROM memory_tombstones WHERE digest = ?", (fact_digest,))
+            for d in fact_digest:
+                db.execute("DELETE FROM memory_tombstones WHERE digest = ?", (d,))
         elif tombstoned(db, fact_digest):
             return _unchanged(WriteOutcome(action=WriteAction.BLOCKED, current=visible))
     action = rules.decide(fact, [f for _, f in rows], current, multi_valued=item.multi)
@@ -178,6 +206,7 @@ def apply_one(
         assert current is not None
         fact.status, fact.superseded_by, fact.superseded_at = Status.SUPERSEDED, current.id, now
     seq = insert_fact(db, fact, slot)
+    fact.seq = seq
     if not wins:
         return _unchanged(WriteOutcome(action=action, current=visible, stored=fact))
     applied = AppliedWrite(
