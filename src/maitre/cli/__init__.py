@@ -24,6 +24,7 @@ from .app import App, use_config
 from .demo import demo_command
 from .gateway_cmds import gateway_command
 from .mcp_cmds import mcp_app
+from .redteam_cmds import redteam_command
 
 __all__ = ["app", "main", "version"]
 
@@ -43,6 +44,7 @@ app.add_typer(eval_cmds.app, name="eval")
 app.command("serve")(serve_command)
 app.command("demo")(demo_command)
 app.command("gateway")(gateway_command)
+app.command("redteam")(redteam_command)
 
 
 def version() -> str:
