@@ -118,7 +118,8 @@ _BUILTIN_ROUTERS = ("learned", "words", "keyword")
 
 
 def load_router(spec: str) -> Any:
-    """`--router`: a built-in name, or `FILE:ATTR` of a router or a zero-argument function making one."""
+    """`--router`: a built-in name, or `FILE:ATTR` of a router, or of a class or zero-argument function
+    that makes one."""
     if spec in _BUILTIN_ROUTERS:
         from ..routing import KeywordRouter, Router
 
@@ -133,7 +134,7 @@ def load_router(spec: str) -> Any:
     from .loader import load_object
 
     target = load_object(spec)
-    if not callable(getattr(target, "route", None)) and callable(target):
+    if isinstance(target, type) or (not callable(getattr(target, "route", None)) and callable(target)):
         try:
             target = target()
         except TypeError as exc:
