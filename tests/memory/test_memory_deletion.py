@@ -28,7 +28,8 @@ MARKERS = ("zorblux", "quaxmoor")  # lower-case prefixes also catch stemmed FTS 
 
 
 def leaks_in_tables(store: MemoryStore) -> list[str]:
-    """Every (table, row) of the store, as text, that still contains a marker."""
+    """Every (table, row) of the store, as text, that still contains a marker (after erasure ran)."""
+    assert store.wait_erased(10), "the background checkpoint / VACUUM did not finish"
     found: list[str] = []
     if store.backend.kind == "sqlite":
         conn = sqlite3.connect(store.backend.location)  # type: ignore[attr-defined]
@@ -104,6 +105,7 @@ def test_delete_reaches_every_copy(make_store: StoreFactory, clock) -> None:  # 
     assert leaks_in_tables(store), "the test must see the text before the delete"
 
     report = store.delete("u1", "city")
+    assert store.wait_erased(10), "the background checkpoint / VACUUM finished"
 
     assert (
         report.facts == 2
@@ -133,6 +135,7 @@ def test_sqlite_file_bytes_after_close(tmp_path: Path, clock) -> None:  # type: 
     populate(store)
     assert leaks_in_files(path), "the text is on disk before the delete"
     store.delete("u1", "city")
+    assert store.wait_erased(10)
     assert leaks_in_files(path) == []
     store.close()
     assert leaks_in_files(path) == []

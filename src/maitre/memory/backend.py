@@ -86,7 +86,11 @@ class Backend(Protocol):
         ...
 
     def after_delete(self) -> None:
-        """After a deletion committed: make freed bytes unreachable (WAL checkpoint, VACUUM)."""
+        """After a deletion committed: schedule making freed bytes unreachable (WAL checkpoint, VACUUM).
+
+        Must return at once: a reader may legitimately hold a snapshot from before the deletion, and
+        the erasure has to wait for it, the deletion must not. A backend may also offer
+        `wait_erased(timeout) -> bool`, which `MemoryStore.wait_erased` uses when present."""
         ...
 
     def close(self) -> None:

@@ -57,6 +57,8 @@ class TombstoneKeys:
 
     secret: bytes
     legacy: bool
+    moved_out: bool = False
+    """True if this open deleted a legacy in-database secret (its bytes still need erasing)."""
 
 
 def _check(secret: bytes) -> str:
@@ -129,7 +131,7 @@ def tombstone_keys(
     if stored_hex is not None:
         db.execute("DELETE FROM memory_meta WHERE name = 'hmac_secret'")
         log.info("memory: moved the tombstone secret out of the database (now from %s)", where)
-    return TombstoneKeys(secret=secret, legacy=_note_identity(db, meta))
+    return TombstoneKeys(secret=secret, legacy=_note_identity(db, meta), moved_out=stored_hex is not None)
 
 
 def _note_identity(db: Db, meta: dict[str, str]) -> bool:

@@ -19,7 +19,11 @@ the per-user advisory locks, enabling pgvector, and VACUUM after a deletion.
   fast). Without pgvector `emb` is a BYTEA of float32 and the store ranks it with numpy.
 - *Deletion*: rows are deleted in the store's transaction; afterwards `VACUUM (ANALYZE)` removes the
   dead tuples and their index entries, and re-samples the planner statistics (`pg_stats` keeps sample
-  values of columns, which would otherwise still hold a deleted value).
+  values of columns, which would otherwise still hold a deleted value). VACUUM cannot remove a tuple
+  that a running transaction's snapshot can still see, and a VACUUM in the request path would either
+  wait or silently leave it; so it runs in a background thread (`maitre.memory.erasure`) with its own
+  connection, which waits until no session of this database holds a snapshot older than the
+  deletion (`pg_stat_activity.backend_xmin`), then vacuums. `delete()` returns at once.
   PostgreSQL does not zero the freed bytes inside data pages, and its WAL and backups keep history:
   physical erasure on Postgres needs storage encryption and WAL/backup retention limits (operator
   measures). SQLite, with `secure_delete`, does erase the bytes.
@@ -41,6 +45,7 @@ from maitre.storage.engine.postgres import POSTGRES_SEARCH, postgres_dialect
 
 from ..exceptions import UserError
 from .backend import Db
+from .erasure import BackgroundEraser
 from .persistence import INDEX, MemoryIndex, SyncTx, drive, postgres_introspection, run_migration
 
 if TYPE_CHECKING:
@@ -106,6 +111,11 @@ class PostgresBackend:
         self._local = threading.local()
         self._conns: list[psycopg.Connection[Any]] = []
         self._conns_lock = threading.Lock()
+        self._vacuum_conn: psycopg.Connection[Any] | None = None
+        self._vacuum_lock = threading.Lock()
+        self._erase_after_xid: int | None = None
+        """The first transaction id not yet assigned when the latest deletion committed."""
+        self._eraser = self._new_eraser()
 
     def _open(self) -> psycopg.Connection[Any]:
         conn = psycopg.connect(self.dsn, autocommit=True)
@@ -216,11 +226,51 @@ class PostgresBackend:
         self._index.purge(_tx(db))
 
     def after_delete(self) -> None:
+        """Schedule the VACUUM that removes the deleted tuples once no snapshot can see them; never waits."""
         if not self._vacuum:
             return
-        conn = self._conn()
-        for table in ("memory_facts", "memory_index", "memory_summaries", "memory_summary_sources"):
-            conn.execute(f'VACUUM (ANALYZE) "{self.schema}".{table}')
+        row = self._conn().execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint").fetchone()
+        with self._vacuum_lock:
+            xid = int(row[0]) if row is not None else 0
+            self._erase_after_xid = max(self._erase_after_xid or 0, xid)
+        self._eraser.request()
+
+    def wait_erased(self, timeout: float) -> bool:
+        """Block until every deletion's tuples were vacuumed away (True), or `timeout` seconds passed."""
+        return not self._vacuum or self._eraser.wait(timeout)
+
+    def _new_eraser(self) -> BackgroundEraser:
+        return BackgroundEraser(
+            self._vacuum_once, name=f"maitre-memory-vacuum:{self.schema}", release=self._release_vacuum
+        )
+
+    def _vacuum_once(self) -> bool:
+        """VACUUM (ANALYZE) the memory tables if no snapshot predates the latest deletion; else False."""
+        with self._vacuum_lock:
+            if self._vacuum_conn is None or self._vacuum_conn.closed:
+                self._vacuum_conn = psycopg.connect(self.dsn, autocommit=True)
+            conn, threshold = self._vacuum_conn, self._erase_after_xid or 0
+            # A session whose snapshot (backend_xmin) or own transaction (backend_xid) is older than
+            # `threshold` may still see the deleted tuples; VACUUM would keep them. 64-bit ids compare
+            # without wraparound: the session's 32-bit id is placed in the epoch of the current one.
+            pinned = conn.execute(
+                "WITH now AS (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS cur) "
+                "SELECT count(*) FROM pg_stat_activity, now WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND EXISTS (SELECT 1 FROM (VALUES (backend_xmin), (backend_xid)) v(x) "
+                "WHERE v.x IS NOT NULL AND now.cur - mod(now.cur - v.x::text::bigint, 4294967296) < %s)",
+                (threshold,),
+            ).fetchone()
+            if pinned is not None and int(pinned[0]) > 0:
+                return False
+            for table in ("memory_facts", "memory_index", "memory_summaries", "memory_summary_sources"):
+                conn.execute(f'VACUUM (ANALYZE) "{self.schema}".{table}')
+            return True
+
+    def _release_vacuum(self) -> None:
+        with self._vacuum_lock:
+            conn, self._vacuum_conn = self._vacuum_conn, None
+        if conn is not None:
+            conn.close()
 
     def drop_schema(self) -> None:
         """Drop the whole schema (tests, teardown)."""
@@ -228,6 +278,8 @@ class PostgresBackend:
             conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
 
     def close(self) -> None:
+        self._eraser.close()
+        self._eraser = self._new_eraser()  # a closed backend reopens its connections on next use
         with self._conns_lock:
             conns, self._conns = self._conns, []
         for conn in conns:

@@ -16,10 +16,15 @@ keeps what a synchronous store needs of its own: connections, the write lock, an
   (It keeps its own copy of the indexed text rather than being contentless: a contentless table can
   only be cleaned with the exact original text, and a later change of `fact_text` would then leave
   stale tokens behind.)
-- *Deletion leaves no bytes behind*: `secure_delete=ON` zeroes freed cells and pages; FTS5 keeps the
-  tokens of deleted rows in older index segments until they are merged, so a deletion runs the FTS5
-  `optimize` command inside its transaction; afterwards a `wal_checkpoint(TRUNCATE)` moves the pages
-  into the main file and empties the WAL, which still held the old page images.
+- *Deletion leaves no bytes behind, and waits for no reader*: `secure_delete=ON` zeroes freed cells
+  and pages; FTS5 keeps the tokens of deleted rows in older index segments until they are merged, so
+  a deletion runs the FTS5 `optimize` command inside its transaction. After commit the WAL still
+  holds the old page images, and the main file the old pages, for as long as a reader's snapshot
+  predates the deletion. `wal_checkpoint(TRUNCATE)` copies the new pages over the old and empties
+  the WAL, but must wait for such readers, so it runs in a background thread
+  (`maitre.memory.erasure`) with its own connection and a 50 ms busy timeout, retried until it
+  succeeds: `delete()` returns at once, and the bytes are gone about a second after the last
+  pinning reader ends (`MemoryStore.wait_erased` waits for it deliberately).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from maitre.storage.engine.sqlite import SQLITE, SQLITE_SEARCH, scope_token
 
 from .backend import Db
+from .erasure import BackgroundEraser
 from .persistence import MemoryIndex, SyncTx, run_migration, sqlite_introspection
 
 if TYPE_CHECKING:
@@ -83,6 +89,9 @@ class SQLiteBackend:
         self._shared: sqlite3.Connection | None = None
         self._shared_lock = threading.RLock()
         self._index = MemoryIndex(SQLITE_SEARCH)
+        self._checkpoint_conn: sqlite3.Connection | None = None
+        self._checkpoint_lock = threading.Lock()
+        self._eraser = self._new_eraser()
         if not self._memory:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
 
@@ -157,17 +166,45 @@ class SQLiteBackend:
         self._index.purge(_tx(db))
 
     def after_delete(self) -> None:
-        if self._memory:
-            return
-        busy, _, _ = self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        if busy:
-            log.warning(
-                "WAL checkpoint after a deletion was blocked by a reader; old pages stay in %s-wal "
-                "until the next checkpoint",
-                self.path,
-            )
+        """Schedule the checkpoint that erases the deleted pages from the WAL and the file; never waits."""
+        if not self._memory:
+            self._eraser.request()
+
+    def wait_erased(self, timeout: float) -> bool:
+        """Block until every deletion's pages left the WAL and the main file (True), or `timeout`."""
+        return self._memory or self._eraser.wait(timeout)
+
+    def _new_eraser(self) -> BackgroundEraser:
+        return BackgroundEraser(
+            self._checkpoint,
+            name=f"maitre-memory-checkpoint:{Path(self.path).name}",
+            release=self._release_checkpoint,
+        )
+
+    def _checkpoint(self) -> bool:
+        """One `wal_checkpoint(TRUNCATE)` that gives up after 50 ms; True when the WAL was emptied."""
+        with self._checkpoint_lock:
+            if self._checkpoint_conn is None:
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0.05)
+                conn.execute("PRAGMA busy_timeout = 50")
+                conn.execute("PRAGMA secure_delete = ON")
+                self._checkpoint_conn = conn
+            try:
+                busy, _, _ = self._checkpoint_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.OperationalError as exc:  # locked by a writer: the next try
+                log.debug("memory checkpoint of %s: %s", self.path, exc)
+                return False
+            return not busy
+
+    def _release_checkpoint(self) -> None:
+        with self._checkpoint_lock:
+            conn, self._checkpoint_conn = self._checkpoint_conn, None
+        if conn is not None:
+            conn.close()
 
     def close(self) -> None:
+        self._eraser.close()
+        self._eraser = self._new_eraser()  # a closed backend reopens its connections on next use
         with self._conns_lock:
             conns, self._conns = self._conns, []
         for conn in conns:

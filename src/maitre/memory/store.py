@@ -187,6 +187,8 @@ class MemoryStore:
         key_file = key_file_beside(database) if database is not None and embedded and not ephemeral else None
         with self.backend.write(["maitre-memory-meta"]) as db:
             keys = tombstone_keys(db, configured, key_file=key_file, ephemeral=ephemeral)
+        if keys.moved_out:
+            self.backend.after_delete()  # the old in-database secret leaves the WAL and the file too
         return keys.secret, keys.legacy
 
     def _check_embedder(self) -> None:
@@ -587,6 +589,16 @@ class MemoryStore:
                 "memory: forgot %d facts of one user (%d summaries)", report.facts, report.summaries_removed
             )
         return report
+
+    def wait_erased(self, timeout: float = 10.0) -> bool:
+        """Wait until the bytes of every committed deletion are erased; False if `timeout` passed first.
+
+        `delete()` returns as soon as the deletion commits; the freed bytes are erased in the
+        background (SQLite: a WAL checkpoint that empties the WAL; PostgreSQL: VACUUM ANALYZE) once no
+        reader's snapshot predates the deletion. Call this where erasure must be complete before going
+        on: a test that scans the file, a shutdown, an erasure report."""
+        wait = getattr(self.backend, "wait_erased", None)
+        return True if wait is None else bool(wait(timeout))
 
     # -- export and maintenance ---------------------------------------------------------------------
 
