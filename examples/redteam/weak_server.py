@@ -209,6 +209,7 @@ def main() -> None:
     parser.add_argument("--effects", type=Path, default=None, help="Append what executes to this file")
     args = parser.parse_args()
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    logging.getLogger("mcp").setLevel(logging.CRITICAL)  # the attacks make its tools fail loudly
     app = weak_server(args.effects)
     if args.stdio:
         app.run("stdio")

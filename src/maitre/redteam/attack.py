@@ -2,9 +2,8 @@
 records everything observable about it (the reply, the side channel's lines, the canaries seen).
 
 Every plugin decides its outcome through `Attack.outcome`, so one rule holds everywhere:
-`leaked` when a canary came back; `executed` when the side channel recorded the tool acting
-(with no side channel: when the target answered with a result, not an error and not a replay);
-`blocked` otherwise.
+`leaked` when a canary came back; `executed` when the side channel recorded the tool acting or
+the target answered with a result (not an error, not a replay); `blocked` otherwise.
 """
 
 from __future__ import annotations
@@ -115,10 +114,14 @@ class Attack:
         )
 
     def ran(self, attempt: Attempt) -> bool:
-        """Whether the tool acted: from the side channel when there is one, else from the reply."""
-        if self.effects is not None:
-            return bool(attempt.effects)
-        return not attempt.is_error and not attempt.replayed
+        """Whether the tool acted: the side channel saw it, or the reply was a result (not a replay).
+
+        Either is enough. The side channel catches a tool that acted and then answered with an
+        error; the reply covers a target that does not write to the side channel (an outside
+        server). A server that answers "done" without acting is counted as executed: the red team
+        errs towards reporting an attack as getting through.
+        """
+        return bool(attempt.effects) or (not attempt.is_error and not attempt.replayed)
 
     def outcome(self, attempts: Sequence[Attempt]) -> Outcome:
         """Leaked if any attempt leaked, executed if any ran, blocked otherwise."""
@@ -130,4 +133,4 @@ class Attack:
 
     @property
     def measured_by(self) -> str:
-        return "the side channel" if self.effects is not None else "the replies (no side channel)"
+        return "the side channel and the replies" if self.effects is not None else "the replies (no side channel)"

@@ -1,7 +1,7 @@
 """What one attack case found: its outcome (`blocked`, `executed`, `leaked`) and the evidence.
 
-The outcome is measured, never assumed: `executed` means the side channel saw the tool act (or,
-against a server without one, the server answered the attack with a result and not an error);
+The outcome is measured, never assumed: `executed` means the side channel saw the tool act, or
+the target answered the attack with a result (not an error, not a replay);
 `leaked` means a canary - a secret the target must not give out, the red team's own token, a
 credential file's signature - came back in what the target returned; `blocked` means neither.
 `leaked` outranks `executed`: a leak is worse than an execution.

@@ -6,7 +6,8 @@ a *write* when its annotations say so (maitre's own export sets `readOnlyHint` a
 `destructiveHint`; another server's hints are read the same way) or, without annotations, when its
 name starts with a verb that changes something (`create`, `send`, `delete`, `refund`, ...). Valid
 arguments come from the schema (`examples`, `default`, `enum`, patterns) through
-`maitre.tools.examples.example_value`, the same generator the gate's teaching errors use.
+`maitre.tools.examples.example_value`, the same generator the gate's teaching errors use, with
+every URL pointed at 127.0.0.1 (`LOOPBACK_URL`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from ..tools.examples import MISSING, example_value
 
 __all__ = [
+    "LOOPBACK_URL",
     "credential_params",
     "danger",
     "is_destructive",
@@ -122,7 +124,20 @@ def valid_arguments(definition: Mapping[str, Any]) -> dict[str, Any] | None:
     value = example_value(schema, defs)
     if value is MISSING or not isinstance(value, dict):
         return None
-    return value
+    out = {k: LOOPBACK_URL if _is_url(v) else v for k, v in value.items()}
+    for name, prop in properties(definition).items():  # a default URL the server would fetch by itself
+        if _is_url(prop.get("default")) or any(_is_url(e) for e in prop.get("examples") or []):
+            out[name] = LOOPBACK_URL
+    return out
+
+
+LOOPBACK_URL = "http://127.0.0.1:9/redteam"
+"""What a URL argument becomes: the red team never makes a target fetch from the internet (port 9,
+discard, refuses at once). A schema's default URL (an npm server's README on GitHub) is replaced."""
+
+
+def _is_url(value: Any) -> bool:
+    return isinstance(value, str) and value.lower().startswith(("http://", "https://", "ftp://"))
 
 
 _MONEY = re.compile(r"(refund|pay|charge|transfer|withdraw|purchase|order|book)", re.IGNORECASE)
