@@ -9,6 +9,8 @@ tau-bench's pass^k, tokens and cost. One module per job:
 - `matching`: BFCL-style matching of arguments, and every check a case can ask for;
 - `records`: what one trial produced (the seam between running and scoring);
 - `runner`: trials on fresh in-memory stores, any model adapter;
+- `routing`: routing cases (`expected_route`: CONTEXT / RETRIEVE / ACT) scored by a router, priced
+  under an asymmetric cost matrix (seed 002: an under-call costs 10, an over-call 1 per step);
 - `metrics`: the numbers, per case and overall, and pass^k;
 - `thresholds`: `--threshold metric=value`, for CI;
 - `compare`: regressions from one report to another;
@@ -19,6 +21,9 @@ cases = load_cases("examples/evals/cases.jsonl")
 result = await run_eval(cases, make_agent, trials=3)
 document = build_document(result)
 document["metrics"]["pass^3"], document["metrics"]["selection_precision"]
+
+routes = await run_eval(load_cases("examples/router/questions.jsonl"), None, router=KeywordRouter())
+build_document(routes)["metrics"]["route_accuracy"]   # 12/18
 ```
 
 The library never prints: the command line (`maitre.cli.eval_cmds`) does.
@@ -28,13 +33,15 @@ from .cases import CaseFileError, EvalCase, ExpectedCall, load_cases, parse_case
 from .compare import Comparison, compare_documents
 from .matching import Mismatch, check_trial, match_value
 from .metrics import Tally, pass_at_k, pass_hat_k, pass_hat_ks
-from .records import CallRecord, Check, TrialRecord
+from .records import CallRecord, Check, RouteRecord, TrialRecord
 from .report import build_document, load_document, render_html
+from .routing import AnyRouter, route_case
 from .runner import AgentFactory, EvalResult, ModelFactory, run_eval, run_trial
 from .thresholds import Threshold, ThresholdResult, evaluate, parse_threshold
 
 __all__ = [
     "AgentFactory",
+    "AnyRouter",
     "CallRecord",
     "CaseFileError",
     "Check",
@@ -44,6 +51,7 @@ __all__ = [
     "ExpectedCall",
     "Mismatch",
     "ModelFactory",
+    "RouteRecord",
     "Tally",
     "Threshold",
     "ThresholdResult",
@@ -61,6 +69,7 @@ __all__ = [
     "pass_hat_k",
     "pass_hat_ks",
     "render_html",
+    "route_case",
     "run_eval",
     "run_trial",
 ]

@@ -51,14 +51,14 @@ __all__ = [
     "DIRECTIONS",
     "Direction",
     "NONE_LABEL",
+    "ROUTING_METRICS",
     "Tally",
     "confusion",
     "direction",
-    "ROUTING_METRICS",
-    "route_confusion",
     "pass_at_k",
     "pass_hat_k",
     "pass_hat_ks",
+    "route_confusion",
     "tally_trial",
 ]
 

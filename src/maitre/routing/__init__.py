@@ -9,10 +9,13 @@ confident answer. This package decides by expected cost:
   nearest tools of a `ToolIndex`, through a calibrated softmax; the decision minimises
   `sum_t p(t) * cost[t][chosen]` under a `CostMatrix` (`SEED002_COSTS` by default).
 - `KeywordRouter` - seed 002's keyword baseline (12/18 on the seed's questions), to compare.
-- `route(request) -> Decision` - the default router, process-wide (what `maitre eval` calls).
+- `route(request) -> Decision` - the default router, process-wide (what `maitre.evals.run_eval`
+  routes with when it is given no router).
 - `score(router, cases)` - accuracy, cost, over- and under-calls, confusion matrix.
 - `dev_requests()` - the 90-request development set the router is tuned on; seed 002's 18
-  questions are held out in `examples/router/seed002_heldout.jsonl`.
+  questions are held out in `examples/router/seed002_heldout.jsonl`, and as `maitre eval` routing
+  cases in `examples/router/questions.jsonl`
+  (`maitre eval examples/router/questions.jsonl --router examples/router/score.py:make_router`).
 
 Measured (`examples/router/score.py`; cost under `SEED002_COSTS`, lower is better):
 

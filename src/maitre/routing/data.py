@@ -4,7 +4,8 @@ A labelled request is one JSON object per line: `{"request": "...", "label": "AC
 are kept in `extra`, e.g. the seed's own router output). The development set the router is tuned
 on ships inside the package (`data/dev_requests.jsonl`, 90 requests written for it, 30 per route,
 across support, finance, travel, HR, engineering and writing); seed 002's 18 questions are *not*
-in it and live in `examples/router/seed002_heldout.jsonl`, held out.
+in it and live in `examples/router/seed002_heldout.jsonl`, held out (and, as `maitre eval`
+routing cases, in `examples/router/questions.jsonl`).
 
 The catalogue (`data/catalogue.json`) is a general assistant's 23 tools: two that look up stored
 facts (`kind: "stored"`, evidence for RETRIEVE) and 21 that ask a live system or change something
