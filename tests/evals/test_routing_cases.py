@@ -207,6 +207,7 @@ def test_the_reports_show_the_route_confusion_matrix(tmp_path: Path) -> None:
     section = page[page.index("id='route-confusion'") :]
     assert section[: section.index("</svg>")].count("<rect") == 9
     assert "expected ACT, chose CONTEXT: 1" in page
+    assert "No agent case ran." in page and "id='trajectories'><svg" not in page  # no empty chart
     path = tmp_path / "r.json"
     path.write_text(dumps(doc))
     loaded = load_document(path)

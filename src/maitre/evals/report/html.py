@@ -95,6 +95,8 @@ def _routing(document: dict[str, Any]) -> str:
         + "".join(f"<th>{esc(c)}</th>" for c in _ROUTES)
         + f"</tr>{matrix}</table>"
         f"<div class='charts' id='route-confusion'>{confusion_matrix(_ROUTES, _ROUTES, counts)}</div>"
+        "<p class='meta'>Rows: the expected route; columns: the route chosen. Below the diagonal are "
+        "under-calls, above it over-calls.</p>"
     )
 
 
@@ -195,6 +197,8 @@ def render_html(document: dict[str, Any]) -> str:
             if c.get("runs_agent", True)
         ]
     )
+    if not any(c.get("runs_agent", True) for c in cases):
+        lengths = "<p class='meta'>No agent case ran.</p>"
     codes = document.get("error_codes") or {}
     code_text = ", ".join(f"{esc(k)} x{esc(v)}" for k, v in codes.items()) or "none"
     failing = sum(1 for r in document.get("thresholds", []) if not r["ok"])
