@@ -191,7 +191,7 @@ def wrap_stores(seams: Seams, stores: Any) -> None:
 
 # -- experiments: changes to files this harness does not own, applied by monkeypatching -------------
 
-EXPERIMENTS = ("jwt_cache", "httptools", "uvloop", "pg_pipeline", "lean_client", "one_write")
+EXPERIMENTS = ("jwt_cache", "httptools", "uvloop", "pg_pipeline", "lean_client", "one_write", "sdk_calls")
 """What `--variants` can turn on (joined with `+`; `base` is none of them):
 
 - `jwt_cache`: `JWTVerifier.decode` remembers a verified token's claims (keyed by the whole token,
@@ -204,6 +204,8 @@ EXPERIMENTS = ("jwt_cache", "httptools", "uvloop", "pg_pipeline", "lean_client",
   dispatcher, memory streams and task per request). It skips what the SDK adds (output-schema
   validation, `input_required` rounds, cancellation), so it says how much of the client layer is
   the SDK's machinery, to decide whether a leaner path in `maitre/mcp/client.py` is worth it.
+- `sdk_calls`: every upstream `tools/call` through the SDK session (`McpUpstream(direct_calls=False)`),
+  as before `maitre.mcp.direct_call`, to measure what the direct path saves.
 - `one_write`: httpcore2 sends a request's head and body in one socket write instead of two (it
   writes each h11 event as it comes, so the upstream wakes up twice per request and parses the
   head alone first). Experiment only: it buffers the whole body (the MCP client's bodies are
@@ -233,6 +235,18 @@ def apply_experiments(chosen: set[str]) -> list[Callable[[], None]]:
         undo.append(_one_write())
     if "lean_client" in chosen:
         undo.append(_lean_client())
+    if "sdk_calls" in chosen:
+        from maitre.mcp.client import McpUpstream
+
+        original_upstream_init = McpUpstream.__init__
+
+        @functools.wraps(original_upstream_init)
+        def upstream_init(self: Any, *args: Any, **kwargs: Any) -> None:
+            kwargs["direct_calls"] = False
+            original_upstream_init(self, *args, **kwargs)
+
+        McpUpstream.__init__ = upstream_init  # type: ignore[method-assign]
+        undo.append(lambda: setattr(McpUpstream, "__init__", original_upstream_init))
     if "pg_pipeline" in chosen:
         from maitre.storage.engine.postgres import PostgresEngine
 

@@ -144,12 +144,12 @@ from ..tools.tool import base_name_for
 from ..types import ErrorCode, ToolError
 from .approvals import APPROVAL_META_KEY
 from .context import McpCallContext, current_call
+from .direct_call import HttpLink, linked_http_transport, post_tool_call, supports_direct_calls
 from .egress import (
     DEFAULT_MAX_RESPONSE_BYTES,
     OVERSIZE_MARKER,
     AddressGuard,
     AddressRefused,
-    guarded_http_transport,
 )
 from .pinning import DriftReport, Lockfile, check_drift, closed_schema
 from .scanner import Finding, scan_servers
@@ -328,6 +328,10 @@ class McpUpstream:
             for the calling user by token exchange) or None for the upstream's own. It runs in the
             caller's context, so it can see the request's principal; an exception it raises fails
             that call only.
+        direct_calls: on a 2026-07-28 HTTP session, post a `tools/call` whose caller takes no
+            progress or logs straight on the session's HTTP client (`maitre.mcp.direct_call`: the
+            same request and checks as the SDK's, without its per-request machinery). False sends
+            every call through the SDK session; for comparisons.
     """
 
     def __init__(
@@ -357,6 +361,7 @@ class McpUpstream:
         max_sessions: int = 64,
         share_sessions: bool = True,
         credential_for: Callable[[], Awaitable[UpstreamCredential | None]] | None = None,
+        direct_calls: bool = True,
     ) -> None:
         self.target: Target = _stdio(target) if isinstance(target, str) and "://" not in target else target
         self.namespace = namespace
@@ -379,6 +384,7 @@ class McpUpstream:
         self.list_roots_callback = list_roots_callback
         self.input_required_max_rounds = input_required_max_rounds
         self.credential_for = credential_for
+        self.direct_calls = direct_calls
         self.report = ImportReport(server=namespace)
         self.pool = SessionPool(
             self._connect,
@@ -405,6 +411,8 @@ class McpUpstream:
         self._in_flight: dict[int, list[McpCallContext]] = {}
         """Per session, the MCP calls at the gateway's door each upstream call in flight serves (the
         relay's targets for the upstream's progress and logs)."""
+        self._links: dict[int, HttpLink] = {}
+        """Per HTTP session, the HTTP client its transport runs on (direct calls post on it too)."""
 
     # -- connections ----------------------------------------------------------------------------
 
@@ -415,13 +423,8 @@ class McpUpstream:
         else:
             headers = {**self.headers, **(credential.headers if credential is not None else {})}
             auth = credential.auth if credential is not None and credential.auth is not None else self.auth
-            server = guarded_http_transport(
-                self.target,
-                headers,
-                auth=auth,
-                guard=self.guard,
-                max_response_bytes=self.max_response_bytes,
-            )
+            link = HttpLink(self.target, self.max_response_bytes)
+            server = linked_http_transport(link, headers, auth=auth, guard=self.guard)
         elicit = self.elicitation_callback
         in_flight: list[McpCallContext] = []
         client = Client(
@@ -437,6 +440,9 @@ class McpUpstream:
         )
         self._in_flight[id(client)] = in_flight
         weakref.finalize(client, self._in_flight.pop, id(client), None)
+        if not isinstance(self.target, StdioServerParameters):
+            self._links[id(client)] = link
+            weakref.finalize(client, self._links.pop, id(client), None)
         return client
 
     def _log_relay(self, in_flight: list[McpCallContext]) -> Any:
@@ -848,25 +854,28 @@ class McpUpstream:
         longer = self.overrides.get(name, {}).get("timeout")
         wait = float(longer) if isinstance(longer, int | float) and longer > self.timeout_s else None
 
-        async def send(responses: types.InputResponses | None, state: str | None) -> Any:
-            try:
-                return await session.call_tool(
+        link = self._links.get(id(client)) if self.direct_calls else None
+        direct = (
+            link is not None
+            and (caller is None or (caller.log_level is None and not _wants_progress(caller)))
+            and supports_direct_calls(session)
+        )
+
+        async def post(responses: types.InputResponses | None, state: str | None) -> Any:
+            http = link.http if link is not None else None
+            if direct and http is not None:
+                return await post_tool_call(
+                    session,
+                    http,
+                    str(self.target),
                     name,
                     arguments,
-                    read_timeout_seconds=wait,
-                    **relayed,
+                    meta=meta,
                     input_responses=responses,
                     request_state=state,
-                    meta=meta,  # type: ignore[arg-type]  # RequestParamsMeta is a TypedDict, open to extensions
-                    allow_input_required=True,
+                    timeout_s=wait if wait is not None else self.timeout_s,
+                    max_response_bytes=self.max_response_bytes,
                 )
-            except MCPError as exc:
-                if exc.code != HEADER_MISMATCH:
-                    raise
-            # The spec's recovery: the listing the headers came from is stale. List again (the SDK
-            # takes the headers from it; a drifted tool is withdrawn) and send once more.
-            await self.recheck(client)
-            self._refuse_withdrawn(name)
             return await session.call_tool(
                 name,
                 arguments,
@@ -874,9 +883,21 @@ class McpUpstream:
                 **relayed,
                 input_responses=responses,
                 request_state=state,
-                meta=meta,  # type: ignore[arg-type]
+                meta=meta,  # type: ignore[arg-type]  # RequestParamsMeta is a TypedDict, open to extensions
                 allow_input_required=True,
             )
+
+        async def send(responses: types.InputResponses | None, state: str | None) -> Any:
+            try:
+                return await post(responses, state)
+            except MCPError as exc:
+                if exc.code != HEADER_MISMATCH:
+                    raise
+            # The spec's recovery: the listing the headers came from is stale. List again (the SDK
+            # takes the headers from it; a drifted tool is withdrawn) and send once more.
+            await self.recheck(client)
+            self._refuse_withdrawn(name)
+            return await post(responses, state)
 
         async def answer(key: str, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
             if getattr(self, _INPUT_KINDS.get(request.method, ""), None) is None:
@@ -1278,6 +1299,18 @@ def _asked_of(caller: McpCallContext) -> Any:
         return roots
 
     return answer
+
+
+def _wants_progress(caller: McpCallContext) -> bool:
+    """Whether the caller's request carries a progress token (so the upstream call is asked for
+    progress, through the SDK session). The SDK keeps the token on the request's outbound channel
+    (`progress_token` on 2026-07-28, `_progress_token` before); when neither can be read the answer
+    is True: the SDK path relays progress whatever the caller sent."""
+    outbound = getattr(caller.session, "_request_outbound", None)
+    for attribute in ("progress_token", "_progress_token"):
+        if hasattr(outbound, attribute):
+            return getattr(outbound, attribute) is not None
+    return True
 
 
 _MAX_RELAYED_PROGRESS = 1000

@@ -1,0 +1,242 @@
+"""One stateless 2026-07-28 `tools/call`, posted straight on the session's own HTTP connection pool.
+
+Why: through the SDK `Client`, a call to an upstream goes through the session's dispatcher, a pair
+of memory streams, the transport's writer loop and a task per request; at the gateway that
+machinery, not the HTTP exchange, was most of the MCP client's CPU per call (gateway_profile:
+SDK Client + httpx2 ~3.5 ms of a ~7.7 ms governed call on a loaded machine, httpx2's send 1.3 ms
+of it). A 2026-07-28 `tools/call` over Streamable HTTP needs none of it: it is one POST whose
+answer is one JSON-RPC response (no session id, no handshake, no server-to-client request: a
+server that needs input answers `input_required`).
+
+What is the SDK's still, so the wire stays what the SDK sends (tests/mcp/test_direct_call.py
+compares both, header by header):
+
+- the request is stamped by the session's own stamp (`_meta` protocolVersion / clientInfo /
+  clientCapabilities / log level, `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and the
+  `Mcp-Param-*` headers from the tool's last listing);
+- it is posted by the SDK's `stream_within_origin` (redirects followed only within the origin) on
+  the very `httpx2.AsyncClient` the session's transport uses (`HttpLink`): same headers, egress
+  hooks (address guard, byte cap, identity encoding) and OAuth `auth` flow, same connection pool;
+- the result is checked as `ClientSession.send_request` checks it (the negotiated version's result
+  shape, later revisions' fields dropped, the session's result adapter) and a tool's output schema
+  by `ClientSession.validate_tool_result`;
+- errors come out as the SDK raises them (`MCPError` with the server's JSON-RPC error, or the same
+  stand-ins for a 4xx without one, `REQUEST_TIMEOUT` after the read timeout, PARSE_ERROR for a body
+  that is not JSON-RPC), so `McpUpstream`'s error mapping reads them alike.
+
+Not here (`McpUpstream` sends those through the SDK session instead): a stdio or 2025-11-25
+upstream, and a call whose caller takes progress or logs (relayed from the upstream's SSE stream).
+A server that answers this call with an SSE stream anyway is read to its response (notifications on
+it are dropped: nobody asked for them); one that ends the stream without a response, or asks to
+resume it, fails the call as the SDK's does when it cannot resume (it is not sent again).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from httpx2 import EventSource
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client, redirect_location, stream_within_origin
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_TIMEOUT,
+    jsonrpc_message_adapter,
+)
+from mcp_types import methods as _methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from .egress import IDENTITY, AddressGuard, _hooks
+
+__all__ = ["HttpLink", "linked_http_transport", "post_tool_call", "supports_direct_calls"]
+
+logger = logging.getLogger("maitre.mcp.direct_call")
+
+_ACCEPT = "application/json, text/event-stream"
+_IDS = itertools.count(1)
+"""Request ids of direct calls (each POST carries its own answer, so they need only be distinct
+among this process's requests in flight; the SDK's own ids are not shared with them)."""
+
+
+@dataclass
+class HttpLink:
+    """The `httpx2.AsyncClient` one Streamable HTTP session runs on, while it is open."""
+
+    url: str
+    max_response_bytes: int | None
+    http: httpx2.AsyncClient | None = None
+
+
+@asynccontextmanager
+async def linked_http_transport(
+    link: HttpLink,
+    headers: dict[str, str],
+    *,
+    guard: AddressGuard | None,
+    auth: httpx2.Auth | None = None,
+) -> AsyncIterator[Any]:
+    """`egress.guarded_http_transport`, with its HTTP client put on `link` for direct calls.
+
+    Only these headers, the address guard and the byte cap (identity encoding asked for), `auth` on
+    the client so the guard checks the OAuth flow's own requests too."""
+    if guard is not None:
+        await guard.check_url(link.url)
+    cap = link.max_response_bytes
+    sent = {**headers, **IDENTITY} if cap is not None else dict(headers)
+    async with create_mcp_http_client(headers=sent or None, auth=auth) as http:
+        http.event_hooks = _hooks(guard, cap)
+        async with streamable_http_client(link.url, http_client=http, max_sse_event_size=cap) as streams:
+            link.http = http
+            try:
+                yield streams
+            finally:
+                link.http = None
+
+
+def supports_direct_calls(session: ClientSession) -> bool:
+    """Whether the session negotiated 2026-07-28 (stateless: a call needs no session state) and has
+    the SDK internals a direct call reuses (its stamp and result adapter; mcp is pinned)."""
+    version = getattr(session, "_negotiated_version", None)
+    return (
+        version in MODERN_PROTOCOL_VERSIONS
+        and callable(getattr(session, "_stamp", None))
+        and getattr(session, "_call_tool_adapter", None) is not None
+    )
+
+
+async def post_tool_call(
+    session: ClientSession,
+    http: httpx2.AsyncClient,
+    url: str,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    meta: dict[str, Any] | None,
+    input_responses: types.InputResponses | None,
+    request_state: str | None,
+    timeout_s: float,
+    max_response_bytes: int | None,
+) -> types.CallToolResult | types.InputRequiredResult:
+    """`session.call_tool(name, arguments, ..., allow_input_required=True)`, posted directly.
+
+    Raises what the SDK raises: `MCPError` (the server's error, REQUEST_TIMEOUT, or a stand-in for
+    an HTTP error without a JSON-RPC body), `pydantic.ValidationError` (a result that does not
+    follow the protocol), `RuntimeError` (structured content against the output schema), and the
+    transport's own errors (`httpx2.TransportError`, the egress guard's refusals)."""
+    request = types.CallToolRequest(
+        params=types.CallToolRequestParams(
+            name=name,
+            arguments=arguments,
+            input_responses=input_responses,
+            request_state=request_state,
+            _meta=meta,  # type: ignore[arg-type]  # RequestParamsMeta is a TypedDict, open to extensions
+        )
+    )
+    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    opts: dict[str, Any] = {}
+    session._stamp(data, opts)  # type: ignore[arg-type]  # CallOptions is a TypedDict
+    request_id = next(_IDS)
+    body = {"jsonrpc": "2.0", "id": request_id, "method": data["method"], "params": data.get("params") or {}}
+    headers = {"accept": _ACCEPT, "content-type": "application/json", **opts.get("headers", {})}
+    with anyio.move_on_after(timeout_s) as waited:
+        raw = await _exchange(http, url, body, headers, request_id, max_response_bytes)
+    if waited.cancelled_caught:
+        raise MCPError(code=REQUEST_TIMEOUT, message="Request 'tools/call' timed out")
+    ttl = raw.get("ttlMs")
+    if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
+        raw["ttlMs"] = 0  # as the SDK does: a negative cache hint is floored, not a failed call
+    version: str = session._negotiated_version or "2025-11-25"
+    try:
+        _methods.validate_server_result("tools/call", version, raw)
+    except KeyError:
+        pass
+    result = session._call_tool_adapter.validate_python(raw, by_name=False)
+    if isinstance(result, types.CallToolResult) and not result.is_error:
+        await session.validate_tool_result(name, result)
+    if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
+        raise MCPError(code=INTERNAL_ERROR, message="the server answered tools/call with another result kind")
+    return result
+
+
+async def _exchange(
+    http: httpx2.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    request_id: int,
+    max_response_bytes: int | None,
+) -> dict[str, Any]:
+    """POST the request; the raw `result` object of its JSON-RPC response (an error raises)."""
+    content = json.dumps(body, separators=(",", ":")).encode()
+    async with stream_within_origin(http, "POST", url, content=content, headers=headers) as response:
+        status = response.status_code
+        kind = response.headers.get("content-type", "").lower()
+        if status == 202:
+            raise MCPError(code=INVALID_REQUEST, message="server answered a request with 202 Accepted")
+        if redirect_location(response) is not None:
+            raise MCPError(
+                code=INVALID_REQUEST, message="Redirect not followed: it leaves the endpoint's origin"
+            )
+        if status >= 400:
+            if kind.startswith("application/json"):
+                try:
+                    parsed = jsonrpc_message_adapter.validate_json(await response.aread(), by_name=False)
+                except (httpx2.StreamError, ValidationError):
+                    parsed = None
+                if isinstance(parsed, types.JSONRPCError):
+                    raise MCPError.from_error_data(parsed.error)
+            if status == 404:  # no session on 2026-07-28: the HTTP spelling of METHOD_NOT_FOUND
+                raise MCPError(code=METHOD_NOT_FOUND, message="Not Found")
+            raise MCPError(code=INTERNAL_ERROR, message="Server returned an error response")
+        if kind.startswith("application/json"):
+            try:
+                message = jsonrpc_message_adapter.validate_json(await response.aread(), by_name=False)
+            except ValidationError as exc:
+                raise MCPError(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}") from None
+            return _result_of(message, request_id)
+        if kind.startswith("text/event-stream"):
+            return await _from_sse(response, request_id, max_response_bytes)
+        raise MCPError(code=INVALID_REQUEST, message=f"Unexpected content type: {kind}")
+
+
+async def _from_sse(
+    response: httpx2.Response, request_id: int, max_response_bytes: int | None
+) -> dict[str, Any]:
+    """The response on an SSE answer to the call; notifications before it are dropped."""
+    try:
+        async for event in EventSource(response, max_event_size=max_response_bytes):
+            if not event.data:
+                continue
+            try:
+                message = jsonrpc_message_adapter.validate_json(event.data, by_name=False)
+            except ValidationError:
+                logger.debug("direct tools/call: an SSE event that is not JSON-RPC was skipped")
+                continue
+            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id == request_id:
+                return _result_of(message, request_id)
+    except httpx2.SSEError as exc:
+        raise MCPError(code=INTERNAL_ERROR, message=f"SSE stream failed: {exc}") from None
+    raise MCPError(code=INTERNAL_ERROR, message="SSE stream ended without a response")
+
+
+def _result_of(message: Any, request_id: int) -> dict[str, Any]:
+    if isinstance(message, types.JSONRPCError):
+        raise MCPError.from_error_data(message.error)
+    if not isinstance(message, types.JSONRPCResponse) or message.id != request_id:
+        raise MCPError(code=PARSE_ERROR, message="the server's answer is not the response to this request")
+    return dict(message.result)
