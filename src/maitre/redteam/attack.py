@@ -133,4 +133,8 @@ class Attack:
 
     @property
     def measured_by(self) -> str:
-        return "the side channel and the replies" if self.effects is not None else "the replies (no side channel)"
+        return (
+            "the side channel and the replies"
+            if self.effects is not None
+            else "the replies (no side channel)"
+        )
