@@ -75,7 +75,7 @@ def test_the_default_router_beside_an_agent_reads_the_agents_tools() -> None:
         """Send an invoice to a customer now."""
         return customer
 
-    router = _toolbox_router(lambda stores: Agent(TestModel(), box, stores=stores, notes=True))
+    router = _toolbox_router(lambda stores: Agent(TestModel(), box, stores=stores, notes=True), embedder=None)
     try:
         assert router.tools is not None
         kinds = {name: tool.kind for name, tool in router.tools.catalogue.items()}

@@ -151,15 +151,16 @@ def load_router(spec: str) -> Any:
     return target
 
 
-def _toolbox_router(factory: Callable[[Any], Any]) -> Any:
-    """The default router beside an agent: `maitre.Router` with the agent's own tools as evidence."""
+def _toolbox_router(factory: Callable[[Any], Any], *, embedder: Any = "default") -> Any:
+    """The default router beside an agent: `maitre.Router` with the agent's own tools as evidence
+    (maitre's runtime tools - notes, tool search - left out: they are not the agent's choices)."""
     from ..evals.records import RUNTIME_TOOLS
     from ..routing import Router
     from ..stores import MemoryStores
 
     agent = factory(MemoryStores())
     tools = [t for t in agent.gate.toolbox if t.name.rpartition(".")[2] not in RUNTIME_TOOLS]
-    return Router(tools=tools or None)
+    return Router(tools=tools or None, embedder=embedder)
 
 
 def _write(path: Path, text: str) -> None:
