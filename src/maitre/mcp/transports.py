@@ -60,6 +60,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .auth import BearerVerifier, SdkTokenVerifier
+from .remembered_tokens import remembered
 from .scope_check import ScopeChallenge, declared_scopes
 from .server import GovernedServer
 
@@ -246,7 +247,11 @@ def http_app(
         routes.append(Route(HEALTH_PATH, endpoint=_health_endpoint(health), methods=["GET", "HEAD"]))
     if verifier is not None:
         middleware += [
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(SdkTokenVerifier(verifier))),
+            Middleware(
+                AuthenticationMiddleware,
+                # A token already verified is remembered until its exp (at most 60 s): remembered_tokens.
+                backend=BearerAuthBackend(SdkTokenVerifier(remembered(verifier))),
+            ),
             Middleware(AuthContextMiddleware),
         ]
         metadata_url = build_resource_metadata_url(AnyHttpUrl(resource_url)) if resource_url else None
