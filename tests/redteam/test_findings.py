@@ -14,6 +14,7 @@ import pytest
 
 from maitre import Gate, Principal
 from maitre.redteam import PLUGINS, EffectLog, GateTarget, McpTarget, RedteamResult, Target, run_redteam
+from maitre.redteam.resolve import target_from_object
 
 from .servers import GOVERNED, HINTS, WEAK, governed_http, weak_http
 
@@ -22,6 +23,30 @@ ACME = Principal(user="mallory", tenant="acme")
 
 def _attack(target: Target, effects: Path) -> RedteamResult:
     async def go() -> RedteamResult:
+        try:
+            return await run_redteam(
+                target,
+                effects=EffectLog(effects),
+                canaries=HINTS["canaries"],
+                foreign_ids=HINTS["foreign_ids"],
+                principal=ACME,
+            )
+        finally:
+            await target.aclose()
+
+    return anyio.run(go)
+
+
+def _attack_import(effects: Path) -> RedteamResult:
+    """The weak server imported into maitre (examples/redteam/guarded_import.py), attacked in process."""
+    sys.path.insert(0, str(GOVERNED.parent))
+    try:
+        import guarded_import
+    finally:
+        sys.path.remove(str(GOVERNED.parent))
+
+    async def go() -> RedteamResult:
+        target = await target_from_object(guarded_import.make_gate, label="import", principal=ACME)
         try:
             return await run_redteam(
                 target,
@@ -62,6 +87,10 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Redteam
     with governed_http(served) as url:
         out["served"] = (_attack(McpTarget(url=url), served), served)
     governed = _governed_module()
+    imported = base / "import.jsonl"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MAITRE_REDTEAM_EFFECTS", str(imported))
+        out["import"] = (_attack_import(imported), imported)
     local = base / "default.jsonl"
     permissive = base / "permissive.jsonl"
     with pytest.MonkeyPatch.context() as patch:
@@ -92,7 +121,7 @@ def test_the_weak_server_is_caught_by_every_plugin(results) -> None:
     assert outcomes["unknown_tool/hidden:admin_reset"] == "executed"
     assert outcomes["cross_tenant/get_ticket:ticket_id=T-2001"] == "leaked"
     assert outcomes["token_passthrough/echo:whoami"] == "leaked"  # the bearer token came back
-    assert outcomes["rug_pull/send_email"] == "executed"
+    assert outcomes["rug_pull/refund"] == "executed"
     traversal = [c for c in weak.cases if c.id.startswith("malicious_parameters/traversal:read_file")]
     assert traversal and all(c.outcome == "leaked" for c in traversal)
     assert "root:x:0:0" in traversal[0].attempts[0].response
@@ -114,6 +143,17 @@ def test_the_weak_server_over_stdio_finds_the_same_faults(results) -> None:
     assert no_token == set(PLUGINS)  # stdio carries no bearer token; the credential parameter remains
     assert "token_passthrough/echo:whoami" not in _outcomes(stdio)
     assert {c.id for c in http.cases} - {c.id for c in stdio.cases} == {"token_passthrough/echo:whoami"}
+
+
+def test_the_weak_server_imported_into_maitre_is_held(results) -> None:
+    """maitre's MCP client in front of the same hostile server: scanned, pinned, every call held."""
+    result, _ = results["import"]
+    assert [(c.id, c.outcome) for c in result.cases if c.outcome != "blocked"] == []
+    assert "weak.lookup_weather" not in result.tools and "weak.send_email" not in result.tools  # kept out
+    rug = next(c for c in result.cases if c.plugin == "rug_pull")
+    assert "removed ['weak.refund']" in rug.why  # the rug pull withdrew the tool it changed
+    replayed = next(c for c in result.cases if c.id == "approval_bypass/weak.read_file:replayed")
+    assert [len(a.effects) for a in replayed.attempts] == [1, 0]  # approved once, ran once, never again
 
 
 @pytest.mark.parametrize("name", ["default", "served"])
@@ -157,7 +197,7 @@ def test_every_plugin_shows_a_blocked_and_an_executed_case_across_the_targets(re
     assert all(kinds == {"blocked", "got through"} for kinds in seen.values()), seen
 
 
-@pytest.mark.parametrize("name", ["default", "served", "permissive"])
+@pytest.mark.parametrize("name", ["default", "served", "permissive", "import"])
 def test_no_attack_executes_twice_against_maitre(results, name: str) -> None:
     result, effects = results[name]
     for case in result.cases:

@@ -125,20 +125,26 @@ def redteam_command(
         if effects is not None and not remote:
             os.environ[EFFECTS_ENV] = str(effects.resolve())
         chosen: Target
+        loaded: object = None
         if stdio is not None:
             chosen = McpTarget(command=stdio, env={EFFECTS_ENV: str(effects.resolve())} if effects else None)
         elif remote:
             assert target is not None
             chosen = McpTarget(url=target)
         else:
-            from ..redteam.resolve import target_from_object
             from .loader import load_object
 
             assert target is not None
-            chosen = target_from_object(load_object(target), label=target, principal=attacker)
+            loaded = load_object(target)
         log = EffectLog(effects) if effects is not None else None
 
         async def attack() -> object:
+            nonlocal chosen
+            if stdio is None and not remote:
+                from ..redteam.resolve import target_from_object
+
+                assert target is not None
+                chosen = await target_from_object(loaded, label=target, principal=attacker)
             try:
                 return await run_redteam(
                     chosen,
@@ -152,7 +158,7 @@ def redteam_command(
             finally:
                 await chosen.aclose()
 
-        with progress_bar(f"redteam {chosen.label}") as progress:
+        with progress_bar(f"redteam {target or stdio}") as progress:
             result = anyio.run(attack)
     finally:
         if previous is None:

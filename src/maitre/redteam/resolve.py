@@ -32,8 +32,13 @@ def _gate_of(value: Any) -> tuple[Gate, str] | None:
     return None
 
 
-def target_from_object(value: Any, *, label: str, principal: Principal) -> GateTarget:
-    """The in-process target for `value` (see the module docstring); a UserError for anything else."""
+async def target_from_object(value: Any, *, label: str, principal: Principal) -> GateTarget:
+    """The in-process target for `value` (see the module docstring); a UserError for anything else.
+
+    A factory may be async (a gate over tools imported with `Toolbox.from_mcp` is built with an
+    `await`): it is awaited here, in the event loop the attacks run in, where its upstream sessions
+    must live.
+    """
     found = _gate_of(value)
     if found is None and callable(value) and not isinstance(value, type):
         try:
@@ -42,10 +47,8 @@ def target_from_object(value: Any, *, label: str, principal: Principal) -> GateT
             takes = False
         produced = value(MemoryStores()) if takes else value()
         if inspect.isawaitable(produced):
-            raise UserError(f"{label} is an async factory; name a function that returns the object")
+            produced = await produced
         found = _gate_of(produced)
-        if found is not None and found[1] == "toolbox":
-            found = (found[0], "toolbox")
     if found is None:
         raise UserError(
             f"{label} is a {type(value).__name__}: name a Toolbox, a Gate, an Agent, an MCPApp, or a factory "

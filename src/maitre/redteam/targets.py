@@ -147,7 +147,12 @@ class GateTarget:
         return None
 
     async def aclose(self) -> None:
-        return None
+        """Close the sessions of tools the gate imported from other MCP servers, if any."""
+        try:
+            from ..mcp.client import aclose_upstreams
+        except ImportError:  # without the mcp extra nothing can have been imported
+            return
+        await aclose_upstreams(self.gate.toolbox)
 
 
 class McpTarget:
