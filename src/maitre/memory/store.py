@@ -328,6 +328,10 @@ class MemoryStore:
         forgotten facts come back as BLOCKED outcomes. Uses `RuleExtractor` unless told otherwise;
         for an async (model) extractor use `AsyncMemoryStore.remember`.
         """
+        _check_scope(tenant, user)
+        for msg in messages:
+            require_text("message", msg.content or "")
+            require_text("message id", msg.id or "")
         found = (extractor or RuleExtractor()).extract(messages)
         if inspect.isawaitable(found):
             close = getattr(found, "close", None)
@@ -342,11 +346,14 @@ class MemoryStore:
         """Write extracted candidates in one batch, skipping (and logging) the ones the store refuses.
 
         Secrets and invalid keys are skipped: extraction proposes, the store decides. A candidate
-        dated in the future is not skipped: it means a wrong clock, so the whole batch is refused
-        with a `UserError` naming it, before anything is written."""
+        dated in the future or holding text that is not valid Unicode is not skipped: it means a
+        wrong clock or broken input, so the whole batch is refused with a `UserError` naming it,
+        before anything is written."""
         now = self._clock()
         for c in candidates:
             reject_future(c, now=now)
+            for what, text in (("key", c.key), ("value", c.value), ("source", c.source or "")):
+                require_text(f"{what} of an extracted candidate", text)
         accepted = []
         for c in candidates:
             reason = self.check(user, c, tenant=tenant)
