@@ -80,6 +80,8 @@ def test_the_weak_server_on_stdio_exits_1_with_its_findings(tmp_path: Path) -> N
         ((GOVERNED_BOX, "--foreign-id", "T-2001"), "PARAM=ID"),
         ((f"{GOVERNED}:DOCS",), "is a str"),
         (("missing.py:box",), "no such file"),
+        (("http://127.0.0.1:9/mcp",), "cannot list the tools"),  # nothing listens on the discard port
+        (("--stdio", "false"), "cannot list the tools"),
         ((GOVERNED_BOX, "--bogus"), "No such option"),
     ],
 )

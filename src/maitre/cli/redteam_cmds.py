@@ -20,8 +20,8 @@ from .errors import CommandError
 __all__ = ["EXIT_CODES", "redteam_command"]
 
 EXIT_CODES = """Exit status: 0 every threshold met (by default: no case a gate should block was executed or
-leaked), 1 a threshold missed, 2 a usage error (a target that cannot be loaded, an unknown plugin
-or metric, a bad --foreign-id)."""
+leaked), 1 a threshold missed, 2 a usage error (a target that cannot be loaded or listed, an unknown
+plugin or metric, a bad --foreign-id)."""
 
 
 def _plugin_help() -> str:
@@ -91,8 +91,8 @@ def redteam_command(
     side channel (--effects) when there is one, else from the replies.
 
     Exit status: 0 every threshold met (by default: no case a gate should block was executed or
-    leaked), 1 a threshold missed, 2 a usage error (a target that cannot be loaded, an unknown
-    plugin or metric, a bad --foreign-id).
+    leaked), 1 a threshold missed, 2 a usage error (a target that cannot be loaded or listed, an
+    unknown plugin or metric, a bad --foreign-id).
     """
     from ..progress import progress_bar
     from ..redteam import EFFECTS_ENV, PLUGINS, EffectLog, McpTarget, Target, run_redteam

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..exceptions import UserError
 from ..types import Principal
 from .attack import Attack
 from .cases import Case
@@ -34,6 +35,13 @@ class RedteamResult:
     elapsed_s: float = 0.0
 
 
+def _cause(exc: BaseException) -> str:
+    """The innermost failure of a (nested) exception group, as one line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
 _NO_CASE = {
     "cross_tenant": "no --foreign-id PARAM=ID names another tenant's resource for a listed parameter",
     "idempotency_replay": "no write tool a valid call could be made for",
@@ -58,7 +66,10 @@ async def run_redteam(
     chosen: list[Plugin] = [PLUGINS[name] for name in PLUGINS if plugins is None or name in plugins]
     started = time.time()
     clock = time.monotonic()
-    tools = await target.list_tools()
+    try:
+        tools = await target.list_tools()
+    except Exception as exc:  # nothing to attack: a wrong URL, a command that exits, a server down
+        raise UserError(f"cannot list the tools of {target.label}: {_cause(exc)}") from exc
     attack = Attack(
         target=target,
         tools=tools,
