@@ -69,9 +69,6 @@ __all__ = ["Seams", "main"]
 NAMESPACE = "up1"
 TOOL = f"{NAMESPACE}.echo"
 PG_DSN = os.environ.get("MAITRE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-JWT_SECRET = "profile-" + "k" * 40
-ISSUER = "https://idp.profile.test"
-AUDIENCE = "https://gateway.profile.test"
 MAX_CALLS = 5000
 MAX_CLIENTS = 64
 
@@ -356,40 +353,25 @@ def _lean_client() -> Callable[[], None]:
 
 
 def write_config(folder: Path, *, stores: str, upstream_url: str, lockfile: Path) -> Path:
-    """`maitre.toml` as the scale rig writes it (JWT auth, one trusted upstream, no rate limit)."""
-    (folder / "jwt.key").write_text(JWT_SECRET)
-    text = f"""[stores]
-url = "{stores}"
+    """`maitre.toml` as the scale rig writes it for the benchmark (`rig.write_gateway_config`: JWT
+    auth, one trusted upstream, no rate limit), so the profile measures the gateway the bench runs."""
+    import rig
 
-[auth]
-issuer = "{ISSUER}"
-audience = "{AUDIENCE}"
-key_file = "jwt.key"
-
-[budgets]
-max_calls_per_run = 1000000
-
-[mcp]
-lockfile = "{lockfile.name}"
-
-[mcp.upstreams.{NAMESPACE}]
-url = "{upstream_url}"
-allow_loopback = true
-
-[gateway]
-trust_annotations = ["{NAMESPACE}"]
-retry_max_s = 1.0
-"""
-    config = folder / "maitre.toml"
-    config.write_text(text)
-    return config
+    return rig.write_gateway_config(
+        folder,
+        stores=stores,
+        upstream_url=upstream_url,
+        lockfile=lockfile,
+        rate_limits=None,
+        namespace=NAMESPACE,
+    )
 
 
 def bearer_token() -> str:
-    import jwt
+    """A token the rig's configuration accepts (`rig.bearer_token`, an hour long)."""
+    import rig
 
-    claims = {"sub": "bench", "tenant": "t1", "iss": ISSUER, "aud": AUDIENCE, "exp": int(time.time()) + 3600}
-    return jwt.encode(claims, JWT_SECRET, algorithm="HS256")
+    return rig.bearer_token("bench", "t1", ttl_s=3600)
 
 
 async def pin(lockfile: Path, url: str) -> None:
