@@ -210,6 +210,10 @@ _REMOTE_CODES = frozenset(
 """The codes an upstream's structured error keeps; any other (the local run's own signals such as
 LOOP_DETECTED or BUDGET_EXCEEDED) reads as INVALID_STATE: an untrusted server cannot stop a run."""
 _ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
+"""An idempotency key sent upstream: what a maitre server reads whole (`wire.meta_id` keeps 128)."""
+IDEMPOTENCY_META_KEY = "io.maitre/idempotencyKey"
+"""Request `_meta` key naming one logical operation (`maitre.mcp.server.IDEMPOTENCY_META_KEY`)."""
 _SHOWN = 300
 """The most characters of a server's own text (a question, an error) an error message quotes."""
 _REFUSALS = {
@@ -778,6 +782,7 @@ class McpUpstream:
         *,
         credential: UpstreamCredential | None = None,
         approval_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Any:
         """Call an upstream tool; upstream errors become `ToolError`s (untrusted text).
 
@@ -787,6 +792,13 @@ class McpUpstream:
             credential: whose connection to use (default: the upstream's own headers and auth).
             approval_id: retry a call a maitre upstream answered with APPROVAL_REQUIRED, once
                 someone allowed to has approved it there (`_meta["io.maitre/approvalId"]`).
+            idempotency_key: names this one logical operation to the upstream
+                (`_meta["io.maitre/idempotencyKey"]`, printable ASCII, at most 128 characters): an
+                upstream that honours it (a maitre server does, per its caller and tool) runs the
+                operation once however often the same key is sent, so a write whose first attempt
+                ended in doubt can be sent again. Pass the key the host's gate minted for the call
+                (scoped to its principal and tool), never a key a caller chose: two callers' raw keys
+                would share the upstream's one principal there.
         """
         self._refuse_withdrawn(name)
         meta: dict[str, Any] | None = None
@@ -794,6 +806,12 @@ class McpUpstream:
             if not _ID.match(approval_id):
                 raise ToolError("INVALID_ARGUMENTS", "approval_id is not an approval id")
             meta = {APPROVAL_META_KEY: approval_id}
+        if idempotency_key is not None:
+            if not _KEY.match(idempotency_key):
+                raise ToolError(
+                    "INVALID_ARGUMENTS", "idempotency_key must be 1-128 printable ASCII characters"
+                )
+            meta = {**(meta or {}), IDEMPOTENCY_META_KEY: idempotency_key}
         result: types.CallToolResult | dict[str, Any] | None = None
         for attempt in (1, 2):
             try:
