@@ -12,14 +12,16 @@ bytes are gone and False when a reader still pins them) in a daemon thread: each
 `request()`, the thread retries with a growing pause (50 ms up to 1 s) until an attempt succeeds
 after the latest request, so the bytes are gone within about a second of the last pinning reader
 ending. `wait(timeout)` lets a caller (a test, a shutdown hook, `MemoryStore.wait_erased`) block on it
-deliberately; `close()` stops the thread after one last attempt.
+deliberately; `close()` stops the thread after one last attempt, and runs at interpreter exit too.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 __all__ = ["BackgroundEraser"]
@@ -68,6 +70,9 @@ class BackgroundEraser:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
+                # A script that deletes and exits at once must not leave the bytes behind: at exit
+                # the pending erasure gets its last attempt (a weak reference: no leak of stores).
+                atexit.register(_close_at_exit, weakref.ref(self))
             self._cond.notify_all()
 
     def wait(self, timeout: float) -> bool:
@@ -140,3 +145,9 @@ class BackgroundEraser:
         finally:
             if self._release is not None:
                 self._release()
+
+
+def _close_at_exit(ref: weakref.ReferenceType[BackgroundEraser]) -> None:
+    eraser = ref()
+    if eraser is not None:
+        eraser.close()
