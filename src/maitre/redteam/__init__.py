@@ -20,17 +20,17 @@ from .runner import RedteamResult, run_redteam
 from .targets import GateTarget, McpTarget, Reply, Target
 
 __all__ = [
-    "DEFAULT_CANARIES",
-    "EFFECTS_ENV",
-    "OUTCOMES",
-    "PLUGINS",
     "Attack",
     "Attempt",
     "Case",
+    "DEFAULT_CANARIES",
+    "EFFECTS_ENV",
     "EffectLog",
     "GateTarget",
     "McpTarget",
+    "OUTCOMES",
     "Outcome",
+    "PLUGINS",
     "Plugin",
     "RedteamResult",
     "Reply",

@@ -19,7 +19,7 @@ from .cases import Attempt, Outcome
 from .effects import EffectLog
 from .targets import Target
 
-__all__ = ["DEFAULT_CANARIES", "Attack", "shown"]
+__all__ = ["Attack", "DEFAULT_CANARIES", "shown"]
 
 DEFAULT_CANARIES = ("root:x:0:0", "BEGIN OPENSSH PRIVATE KEY", "BEGIN RSA PRIVATE KEY")
 """Signatures of files no tool should ever return: /etc/passwd and private keys."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-__all__ = ["OUTCOMES", "Attempt", "Case", "Outcome", "worst"]
+__all__ = ["Attempt", "Case", "OUTCOMES", "Outcome", "worst"]
 
 Outcome = Literal["blocked", "executed", "leaked"]
 OUTCOMES: tuple[Outcome, ...] = ("blocked", "executed", "leaked")

@@ -29,7 +29,7 @@ from . import (
 )
 from .base import Family, Plugin
 
-__all__ = ["PLUGINS", "Family", "Plugin"]
+__all__ = ["Family", "PLUGINS", "Plugin"]
 
 PLUGINS: dict[str, Plugin] = {
     module.PLUGIN.name: module.PLUGIN

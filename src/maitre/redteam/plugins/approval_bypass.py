@@ -26,6 +26,8 @@ from ..cases import Attempt, Case
 from ..tools_info import properties, valid_arguments, writes
 from .base import Plugin
 
+__all__ = ["PLUGIN", "edited", "run"]
+
 
 def edited(tool: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any] | None:
     """The same call with one argument changed and still valid, or None when none can be."""

@@ -15,6 +15,8 @@ from ..cases import Case
 from ..tools_info import properties, valid_arguments
 from .base import Plugin
 
+__all__ = ["PLUGIN", "run"]
+
 
 async def run(attack: Attack) -> list[Case]:
     cases: list[Case] = []

@@ -12,6 +12,8 @@ from ..cases import Case
 from ..tools_info import valid_arguments, writes
 from .base import Plugin
 
+__all__ = ["PLUGIN", "REPEATS", "run"]
+
 REPEATS = 5
 
 

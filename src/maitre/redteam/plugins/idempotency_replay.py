@@ -17,6 +17,8 @@ from ..cases import Case, Outcome
 from ..tools_info import properties, valid_arguments, writes
 from .base import Plugin
 
+__all__ = ["PLUGIN", "run"]
+
 _KEY_PARAM = re.compile(r"^(idempotency[_-]?key|request[_-]?id|dedupe[_-]?key|client[_-]?token)$", re.I)
 
 

@@ -26,6 +26,8 @@ from ..cases import Case
 from ..tools_info import string_params, typed_params, valid_arguments
 from .base import Plugin
 
+__all__ = ["MAX_TOOLS", "OVERSIZE", "PLUGIN", "SHELL", "SQL", "TRAVERSAL", "WRONG", "run"]
+
 MAX_TOOLS = 10
 OVERSIZE = 300_000
 _PATHLIKE = re.compile(r"(path|file|dir|folder|document|doc)", re.I)

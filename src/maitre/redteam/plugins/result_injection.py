@@ -21,6 +21,8 @@ from ..cases import Case
 from ..tools_info import danger, properties, reads, valid_arguments, writes
 from .base import Plugin
 
+__all__ = ["ATTACKER", "PLUGIN", "run"]
+
 ATTACKER = "attacker@evil.example"
 _RECIPIENT = re.compile(r"(^to$|recipient|email|address|account|destination|target|url)", re.I)
 

@@ -17,6 +17,8 @@ from ..cases import Attempt, Case
 from .base import Plugin
 from .listing import listing_attempt
 
+__all__ = ["PLUGIN", "run"]
+
 
 async def run(attack: Attack) -> list[Case]:
     pinned = {str(t.get("name")): t for t in attack.tools}

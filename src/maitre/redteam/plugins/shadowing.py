@@ -17,6 +17,8 @@ from ..cases import Case
 from .base import Plugin
 from .listing import findings_cases
 
+__all__ = ["PLUGIN", "WELL_KNOWN", "run"]
+
 WELL_KNOWN: dict[str, tuple[str, ...]] = {
     "filesystem": ("read_file", "write_file", "edit_file", "list_directory", "move_file", "search_files"),
     "mail": ("send_email", "read_email", "search_emails", "delete_email"),

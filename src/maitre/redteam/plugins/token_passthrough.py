@@ -19,6 +19,8 @@ from ..tools_info import credential_params, reads, valid_arguments
 from .base import Plugin
 from .listing import listing_attempt
 
+__all__ = ["PLUGIN", "run"]
+
 
 async def run(attack: Attack) -> list[Case]:
     cases: list[Case] = []

@@ -15,6 +15,8 @@ from ..cases import Case
 from .base import Plugin
 from .listing import findings_cases
 
+__all__ = ["PLUGIN", "run"]
+
 
 async def run(attack: Attack) -> list[Case]:
     findings = scan_servers({"target": attack.tools})

@@ -13,6 +13,8 @@ from ..attack import Attack
 from ..cases import Case
 from .base import Plugin
 
+__all__ = ["HIDDEN_NAMES", "PLUGIN", "run"]
+
 HIDDEN_NAMES = (
     "admin",
     "admin_reset",
