@@ -139,7 +139,6 @@ DEFAULT_KEY_SYNONYMS: Mapping[str, str] = MappingProxyType(
         "residence_city": "city",
         "home_town_now": "city",
         "place_of_residence": "city",
-        "first_name": "name",
         "full_name": "name",
         "nickname": "preferred_name",
         "time_zone": "timezone",
@@ -158,8 +157,6 @@ DEFAULT_KEY_SYNONYMS: Mapping[str, str] = MappingProxyType(
         "dob": "birthday",
         "birth_date": "birthday",
         "medicine": "medication",
-        "husband": "spouse",
-        "wife": "spouse",
     }
 )
 
