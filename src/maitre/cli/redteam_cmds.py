@@ -87,8 +87,8 @@ def redteam_command(
     description_injection, tool_poisoning, shadowing, cross_tenant, malicious_parameters,
     idempotency_replay, duplicate_writes, approval_bypass, excessive_scope, token_passthrough,
     result_injection, rug_pull. A target in this process is attacked as a hostile model through its
-    gate; an MCP server as a hostile client and an inspector of its listings. Outcomes come from the
-    side channel (--effects) when there is one, else from the replies.
+    gate; an MCP server as a hostile client and an inspector of its listings. A tool executed when the
+    side channel (--effects) saw it act or the reply was a result; leaked when a canary came back.
 
     Exit status: 0 every threshold met (by default: no case a gate should block was executed or
     leaked), 1 a threshold missed, 2 a usage error (a target that cannot be loaded or listed, an
