@@ -35,17 +35,19 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from types import MappingProxyType
-
-import disarm
+from typing import TYPE_CHECKING
 
 from ..exceptions import UserError
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 __all__ = [
     "DEFAULT_KEY_SYNONYMS",
     "DEFAULT_VOCABULARY",
-    "IDENTITY_VERSION",
+    "identity_version",
     "KeyVocabulary",
     "legacy_tombstone_digest",
     "require_text",
@@ -53,8 +55,26 @@ __all__ = [
     "value_identity",
 ]
 
-IDENTITY_VERSION = f"2/disarm-{disarm.KEY_SCHEMA_VERSION}/confusables-{disarm.CONFUSABLES_VERSION}"
-"""Names the value folding and digest layout; recorded in `memory_meta` so a change is noticed."""
+
+@cache
+def _disarm() -> ModuleType:
+    """The confusables library, imported on first use (its tables take ~0.2 s to load)."""
+    import disarm
+
+    return disarm
+
+
+def _skeleton(text: str) -> str:
+    return str(_disarm().skeleton_key(text))
+
+
+def identity_version() -> str:
+    """Names the value folding and digest layout; recorded in `memory_meta` so a change is noticed.
+
+    It changes when `disarm`'s key schema or confusables table changes (a pinned upgrade)."""
+    lib = _disarm()
+    return f"2/disarm-{lib.KEY_SCHEMA_VERSION}/confusables-{lib.CONFUSABLES_VERSION}"
+
 
 _DIGEST_DOMAIN = b"maitre-memory-tombstone-v2"
 
@@ -101,7 +121,7 @@ def value_identity(value: str) -> str:
     """The identity of a value for tombstones and deletion (see the module docstring)."""
     text = unicodedata.normalize("NFKC", require_text("value", value)).casefold()
     text = "".join(ch for ch in text if not _is_ignorable(ch))
-    text = disarm.skeleton_key(text)
+    text = _skeleton(text)
     text = _QUOTES.sub("'", text)
     return _SPACES.sub(" ", text).strip(_EDGE)
 
@@ -253,7 +273,7 @@ class KeyVocabulary:
         folded = "".join(ch for ch in unicodedata.normalize("NFKC", raw) if not _is_ignorable(ch))
         # The skeleton maps a look-alike letter of another script (a Cyrillic "е") to its Latin
         # prototype, so a spoofed key is the key it imitates (ASCII keys are their own skeleton).
-        norm = re.sub(r"[\s\-./]+", "_", disarm.skeleton_key(folded.strip().casefold())).strip("_")
+        norm = re.sub(r"[\s\-./]+", "_", _skeleton(folded.strip().casefold())).strip("_")
         if not _KEY_RE.fullmatch(norm):
             raise UserError(
                 f"Memory key {key!r} is not valid: use 1-64 characters, a letter first, then letters, "

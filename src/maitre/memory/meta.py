@@ -10,7 +10,7 @@ silently rather than loudly:
   the secret moved out kept it in `hmac_secret`: on first open it is moved to the key file (SQLite)
   or must be configured (PostgreSQL), and deleted from the database.
 - **The tombstone identity** (`tombstone_identity`) names how values are folded and digested
-  (`maitre.memory.identity.IDENTITY_VERSION`). Tombstones written before it (version 1) cannot be
+  (`maitre.memory.identity.identity_version`). Tombstones written before it (version 1) cannot be
   re-digested without the values they stand for, so the store keeps checking them with the old digest
   too (`legacy_tombstones`).
 - **The embedder** (`name/dimension`) made every stored vector. Opened with another, similarity
@@ -29,7 +29,7 @@ from pathlib import Path
 from ..embeddings import Embedder
 from ..exceptions import UserError
 from .backend import Db
-from .identity import IDENTITY_VERSION
+from .identity import identity_version
 from .keyfile import SECRET_ENV, SECRET_FILE_ENV, SecretSource, create_key_file, read_key_file
 from .model import tombstone_digest
 
@@ -136,22 +136,20 @@ def tombstone_keys(
 
 def _note_identity(db: Db, meta: dict[str, str]) -> bool:
     """Record the tombstone identity; True if version-1 tombstones exist and must be checked too."""
-    recorded = meta.get("tombstone_identity")
+    recorded, current = meta.get("tombstone_identity"), identity_version()
     if recorded is None:
         if db.execute("SELECT 1 FROM memory_tombstones LIMIT 1"):
             db.execute("INSERT INTO memory_meta (name, value) VALUES ('legacy_tombstones', '1')")
             meta["legacy_tombstones"] = "1"
-        db.execute(
-            "INSERT INTO memory_meta (name, value) VALUES ('tombstone_identity', ?)", (IDENTITY_VERSION,)
-        )
-    elif recorded != IDENTITY_VERSION:
+        db.execute("INSERT INTO memory_meta (name, value) VALUES ('tombstone_identity', ?)", (current,))
+    elif recorded != current:
         log.warning(
             "memory: tombstones were written with value folding %s, this maitre folds with %s; a forgotten "
             "value whose folding changed between the two may not be recognised",
             recorded,
-            IDENTITY_VERSION,
+            current,
         )
-        db.execute("UPDATE memory_meta SET value = ? WHERE name = 'tombstone_identity'", (IDENTITY_VERSION,))
+        db.execute("UPDATE memory_meta SET value = ? WHERE name = 'tombstone_identity'", (current,))
     return meta.get("legacy_tombstones") == "1"
 
 
