@@ -312,3 +312,48 @@ def test_version_one_tombstones_keep_blocking_and_the_secret_moves_out(tmp_path:
     reopened = MemoryStore.sqlite(path, embedder=HashingEmbedder(), clock=clock)
     assert reopened.apply("u1", Candidate(key="city", value=CITY)).action == WriteAction.BLOCKED
     reopened.close()
+
+
+@pytest.mark.postgres
+def test_a_version_one_postgres_store_must_configure_its_secret_then_it_moves_out(
+    monkeypatch: pytest.MonkeyPatch, clock: Clock
+) -> None:
+    if _PG_REASON:
+        pytest.skip(_PG_REASON)
+    import psycopg
+
+    monkeypatch.delenv("MAITRE_MEMORY_SECRET", raising=False)
+    monkeypatch.delenv("MAITRE_MEMORY_SECRET_FILE", raising=False)
+    schema = "mt_v1_" + os.urandom(4).hex()
+    old_secret = os.urandom(32)
+    first = MemoryStore.postgres(
+        PG_DSN, schema=schema, pgvector=False, embedder=HashingEmbedder(), clock=clock, secret=os.urandom(32)
+    )
+    first.close()
+    digest = hmac.new(
+        old_secret, "\x1f".join(("default", "u1", "city", "pune")).encode(), hashlib.sha256
+    ).hexdigest()
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(
+            f'DELETE FROM "{schema}".memory_meta WHERE name IN (%s, %s)',
+            ("secret_check", "tombstone_identity"),
+        )  # type: ignore[arg-type]
+        conn.execute(f'INSERT INTO "{schema}".memory_meta VALUES (%s, %s)', ("hmac_secret", old_secret.hex()))  # type: ignore[arg-type]
+        conn.execute(f'INSERT INTO "{schema}".memory_tombstones VALUES (%s, 0)', (digest,))  # type: ignore[arg-type]
+    try:
+        with pytest.raises(UserError, match=r"inside the database.*hmac_secret"):
+            MemoryStore.postgres(
+                PG_DSN, schema=schema, pgvector=False, embedder=HashingEmbedder(), clock=clock
+            )
+        monkeypatch.setenv("MAITRE_MEMORY_SECRET", f"hex:{old_secret.hex()}")
+        store = MemoryStore.postgres(
+            PG_DSN, schema=schema, pgvector=False, embedder=HashingEmbedder(), clock=clock
+        )
+        assert store.apply("u1", Candidate(key="city", value="Pune")).action == WriteAction.BLOCKED
+        store.close()
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            names = {r[0] for r in conn.execute(f'SELECT name FROM "{schema}".memory_meta')}  # type: ignore[arg-type]
+        assert "hmac_secret" not in names and "secret_check" in names
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]
