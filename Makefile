@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cu
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip $(QUIET)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]' $(QUIET)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench,agentdojo]' $(QUIET)
 	rm -f $(VENV)/.installed-*
 	touch $@
 
