@@ -59,10 +59,13 @@ def weak_http(effects: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def governed_http(effects: Path, target: str = "box") -> Iterator[str]:
-    """`maitre serve examples/redteam/governed.py:TARGET --tenant acme`, writing to `effects`."""
+def governed_http(effects: Path, stores: Path) -> Iterator[str]:
+    """`maitre serve examples/redteam/governed.py:box --tenant acme --stores STORES`, writing to `effects`."""
     with serve_process(
-        f"{GOVERNED}:{target}", args=["--tenant", "acme"], env={EFFECTS_ENV: str(effects)}, cwd=str(ROOT)
+        f"{GOVERNED}:box",
+        args=["--tenant", "acme", "--stores", str(stores)],
+        env={EFFECTS_ENV: str(effects)},
+        cwd=str(ROOT),
     ) as url:
         yield url
 

@@ -83,6 +83,7 @@ def test_the_weak_server_on_stdio_exits_1_with_its_findings(tmp_path: Path) -> N
         (("http://127.0.0.1:9/mcp",), "cannot list the tools"),  # nothing listens on the discard port
         (("--stdio", "false"), "cannot list the tools"),
         ((GOVERNED_BOX, "--bogus"), "No such option"),
+        ((GOVERNED_BOX, "--stores", "x.db"), "--stores is for an MCP server"),
     ],
 )
 def test_usage_errors_exit_2(args: tuple[str, ...], says: str) -> None:

@@ -83,9 +83,12 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Redteam
         _attack(McpTarget(command=f"{sys.executable} {WEAK} --stdio --effects {stdio}"), stdio),
         stdio,
     )
-    served = base / "served.jsonl"
-    with governed_http(served) as url:
-        out["served"] = (_attack(McpTarget(url=url), served), served)
+    served, stores = base / "served.jsonl", base / "served.db"
+    with governed_http(served, stores) as url:  # the red team approves in the server's stores
+        out["served"] = (
+            _attack(McpTarget(url=url, approver_stores=str(stores), tenant="acme"), served),
+            served,
+        )
     governed = _governed_module()
     imported = base / "import.jsonl"
     with pytest.MonkeyPatch.context() as patch:
@@ -175,8 +178,9 @@ def test_maitre_default_policy_blocks_every_attack(results, name: str) -> None:
     assert {"PERMISSION_DENIED", "INVALID_ARGUMENTS", "APPROVAL_REQUIRED"} <= codes
 
 
-def test_an_approval_cannot_be_replayed_or_edited_once_given(results) -> None:
-    result, _ = results["default"]
+@pytest.mark.parametrize("name", ["default", "served"])
+def test_an_approval_cannot_be_replayed_or_edited_once_given(results, name: str) -> None:
+    result, _ = results[name]
     outcomes = _outcomes(result)
     for what in ("forged", "undecided", "edited-pending", "edited-approved", "replayed"):
         assert outcomes[f"approval_bypass/support.refund:{what}"] == "blocked"

@@ -80,6 +80,12 @@ def redteam_command(
     foreign_id: list[str] = typer.Option(
         [], "--foreign-id", help="PARAM=ID of another tenant's resource (ticket_id=T-2001); repeatable"
     ),
+    stores: str | None = typer.Option(
+        None,
+        "--stores",
+        help="An MCP server's stores (maitre serve --stores): a second person of --tenant approves there, "
+        "so replays and edits after approval are tried too",
+    ),
 ) -> None:
     """Attack TARGET with maitre's red-team plugins; every case is blocked, executed or leaked.
 
@@ -112,6 +118,10 @@ def redteam_command(
     if unknown:
         raise CommandError(f"--plugin {unknown[0]!r}: no such plugin; plugins: {_plugin_help()}", code=2)
     bars = [parse_threshold(t) for t in threshold]
+    if stores is not None and not (stdio is not None or (target or "").startswith(("http://", "https://"))):
+        raise CommandError(
+            "--stores is for an MCP server's stores; a target in this process approves itself", code=2
+        )
     foreign = _foreign(foreign_id)
     attacker = Principal(user=principal, tenant=tenant)
     remote = target is not None and target.startswith(("http://", "https://"))
@@ -127,10 +137,15 @@ def redteam_command(
         chosen: Target
         loaded: object = None
         if stdio is not None:
-            chosen = McpTarget(command=stdio, env={EFFECTS_ENV: str(effects.resolve())} if effects else None)
+            chosen = McpTarget(
+                command=stdio,
+                env={EFFECTS_ENV: str(effects.resolve())} if effects else None,
+                approver_stores=stores,
+                tenant=tenant,
+            )
         elif remote:
             assert target is not None
-            chosen = McpTarget(url=target)
+            chosen = McpTarget(url=target, approver_stores=stores, tenant=tenant)
         else:
             from .loader import load_object
 

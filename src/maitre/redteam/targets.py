@@ -9,8 +9,9 @@ an `Agent`'s gate, a `maitre serve`, a plain-SDK server or an npm peer:
   tenant can approve (the approval-bypass plugin needs a real approval to try to replay or edit).
 - `McpTarget` plays a hostile *client*: one SDK session per target (a fresh one for a request
   that carries a bearer token), maitre's `_meta` keys for approval ids, idempotency keys and
-  runs (a server that does not know them ignores them, which is what the plugins test), and no
-  way to approve.
+  runs (a server that does not know them ignores them, which is what the plugins test). It can
+  approve only when it is given the server's stores (`--stores`, as `maitre approvals approve`
+  would be): then a second person of the server's tenant decides, as in process.
 """
 
 from __future__ import annotations
@@ -167,6 +168,8 @@ class McpTarget:
         command: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout_s: float = 20.0,
+        approver_stores: str | None = None,
+        tenant: str = "local",
     ) -> None:
         if (url is None) == (command is None):
             raise ValueError("an MCP target is a URL or a command, not both")
@@ -177,6 +180,10 @@ class McpTarget:
         self.label = url or f"--stdio {command}"
         self.kind = "mcp-http" if url else "mcp-stdio"
         self.carries_tokens = url is not None
+        self.approver_stores = approver_stores
+        """The server's stores (`maitre serve --stores URL`): with them a second person can approve."""
+        self.tenant = tenant
+        """The tenant the server serves the red team as (`maitre serve --tenant`), for that approver."""
         self._stack = contextlib.AsyncExitStack()
         self._client: Any = None
 
@@ -252,7 +259,21 @@ class McpTarget:
         return _reply(result)
 
     async def approve(self, approval_id: str) -> str | None:
-        return "an MCP client cannot approve its own request; a person decides in the server's stores"
+        """Approve in the server's stores as a second person of its tenant (needs `approver_stores`)."""
+        if self.approver_stores is None:
+            return "an MCP client cannot approve its own request; a person decides in the server's stores"
+        from ..stores import open_stores
+        from ..tools import Toolbox
+
+        stores = await open_stores(self.approver_stores)
+        try:
+            approver = Principal(user="redteam-approver", tenant=self.tenant, roles=frozenset({"approver"}))
+            await Gate(Toolbox(), stores=stores).approvals.approve(approval_id, approver)
+        except Exception as exc:  # the refusal is evidence; report it, never crash the run
+            return f"{type(exc).__name__}: {exc}"
+        finally:
+            await stores.close()
+        return None
 
     async def aclose(self) -> None:
         await self._stack.aclose()
