@@ -14,7 +14,8 @@ mem.delete("u1", "city")                                              # every co
 share one implementation; see `maitre.memory.store` for why. The model-facing door is
 `memory_toolbox(store)`; the application-driven door is `store.remember(user, messages)` with a
 `RuleExtractor` (default) or a `ModelExtractor`. Conflict rules: `maitre.memory.rules`; deletion:
-`maitre.memory.forget`; the shared embedder: `maitre.embeddings`.
+`maitre.memory.forget`; what makes two spellings one fact for a tombstone (and one key, through
+`KeyVocabulary`): `maitre.memory.identity`; the shared embedder: `maitre.embeddings`.
 
 Layer: a door. Memory imports the core (`maitre.tools`, `maitre.types`, `maitre.embeddings`,
 `maitre.tokens`) and no other door; see `maitre` for the layer rules.
@@ -25,6 +26,7 @@ from typing import Any
 
 from .aio import AsyncMemoryStore
 from .extract import AsyncExtractor, ConversationTurn, Extractor, ModelExtractor, RuleExtractor
+from .identity import DEFAULT_VOCABULARY, KeyVocabulary
 from .model import (
     DEFAULT_MULTI_VALUED,
     DEFAULT_PROFILE_KEYS,
@@ -50,10 +52,12 @@ __all__ = [
     "ConversationTurn",
     "DEFAULT_MULTI_VALUED",
     "DEFAULT_PROFILE_KEYS",
+    "DEFAULT_VOCABULARY",
     "DeleteReport",
     "Extractor",
     "Fact",
     "Hit",
+    "KeyVocabulary",
     "MemoryPolicy",
     "MemoryStore",
     "ModelExtractor",

@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_KEY_SYNONYMS",
     "DEFAULT_VOCABULARY",
-    "identity_version",
     "KeyVocabulary",
+    "identity_version",
     "legacy_tombstone_digest",
     "require_text",
     "tombstone_digest",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["looks_secret"]
+__all__ = ["key_names_secret", "looks_secret", "value_looks_secret"]
 
 _STRONG_WORDS = frozenset(
     {"password", "passwd", "passphrase", "passcode", "cvv", "cvv2", "cvc", "ssn", "otp", "totp", "iban"}

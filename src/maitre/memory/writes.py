@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AppliedWrite",
+    "FUTURE_SKEW",
     "PreparedWrite",
     "apply_one",
     "likely_winners",
