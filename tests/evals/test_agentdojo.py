@@ -272,3 +272,15 @@ def test_the_command_refuses_an_unknown_suite_and_names_the_extra_when_missing(m
     result = CliRunner().invoke(_cli(), ["--limit", "1"])
     assert isinstance(result.exception, CommandError)
     assert "pip install 'maitre[agentdojo]'" in str(result.exception)
+
+
+def test_a_model_adapter_runs_through_the_same_harness():
+    """`--model`: any maitre Model; the test model calls every tool once, in one step."""
+    from maitre.testing import TestModel
+
+    for arm in ("none", "default"):
+        result = _pair("banking", "user_task_0", "injection_task_0", arm, model_factory=TestModel)
+        assert result.outcome == "finished", arm
+        attempted = {call["tool"] for call in result.attempted}
+        assert set(result.executed) <= attempted and "send_money" in attempted, arm
+        assert result.injection_seen is False  # only the obeying script reports what it saw

@@ -141,7 +141,7 @@ async def run_pair(
         outcome="finished",
     )
     if arm == "none":
-        final_text, result.outcome = await _ungated(model, session, user_task.PROMPT)
+        final_text, result.outcome = await _ungated(model, session, user_task.PROMPT, result)
     else:
         final_text = await _gated(model, session, user_task.PROMPT, arm, user_calls, result, taint)
     result.executed = [call.function for call in session.executed]
@@ -213,7 +213,7 @@ async def _gated(
     return run.final_text
 
 
-async def _ungated(model: Model, session: Session, prompt: str) -> tuple[str, str]:
+async def _ungated(model: Model, session: Session, prompt: str, result: PairResult) -> tuple[str, str]:
     """The `none` arm: the model's calls run directly on the environment, no gate in between."""
     box = dojo_toolbox(session)
     tools = list(box)
@@ -230,6 +230,7 @@ async def _ungated(model: Model, session: Session, prompt: str) -> tuple[str, st
         for call in response.tool_calls:
             tool = box.get(call.name)
             arguments = _arguments(call.arguments)
+            result.attempted.append({"tool": call.name, "arguments": arguments or {}})
             error: str | None
             if tool is None:
                 content, error = "", f"unknown tool {call.name}"
