@@ -188,6 +188,11 @@ def test_an_approval_cannot_be_replayed_or_edited_once_given(results, name: str)
     used, again = replayed.attempts
     assert len(used.effects) == 1 and not used.is_error  # the approved refund ran once ...
     assert again.effects == []  # ... and its replay ran nothing
+    if name == "default":  # in process, each attempt carries the gate's own audit entry
+        forged = next(c for c in result.cases if c.id == "approval_bypass/support.refund:forged")
+        audit = forged.attempts[-1].audit
+        assert audit is not None and audit["decision"] == "approval_invalid"
+        assert audit["error_code"] == "INVALID_STATE"
 
 
 def test_the_permissive_gate_executes_what_the_policy_would_hold(results) -> None:

@@ -109,6 +109,7 @@ class Attack:
             approval_id=reply.approval_id,
             replayed=reply.replayed,
             trust=reply.trust,
+            audit=reply.audit,
             effects=[shown(e) for e in effects],
             leaked=leaked,
         )

@@ -42,6 +42,8 @@ class Attempt:
     """The approval request the target opened, when it asked for one."""
     replayed: bool = False
     trust: str | None = None
+    audit: dict[str, Any] | None = None
+    """The gate's audit entry for this request (decision, error code, seq), when it could be read."""
     effects: list[dict[str, Any]] = field(default_factory=list)
     """What the side channel recorded while this request ran (empty: nothing executed)."""
     leaked: list[str] = field(default_factory=list)

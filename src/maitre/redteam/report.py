@@ -244,6 +244,11 @@ def _case_html(case: dict[str, Any]) -> str:
         f"<td>{esc(a.get('error_code') or ('error' if a.get('is_error') else 'result'))}"
         + (" (replayed)" if a.get("replayed") else "")
         + (f"<br>trust {esc(a['trust'])}" if a.get("trust") else "")
+        + (
+            f"<br>audit #{esc(a['audit'].get('seq'))}: {esc(a['audit'].get('decision'))}"
+            if isinstance(a.get("audit"), dict)
+            else ""
+        )
         + f"</td><td>{_pre(a['effects']) if a.get('effects') else '-'}</td>"
         f"<td>{esc(', '.join(a.get('leaked') or [])) or '-'}</td></tr>"
         for a in case.get("attempts", [])

@@ -43,6 +43,8 @@ class Reply:
     approval_id: str | None = None
     replayed: bool = False
     trust: str | None = None
+    audit: dict[str, Any] | None = None
+    """The gate's audit entry for the call (decision, error code, seq), when the red team can read it."""
 
 
 class Target(Protocol):
@@ -126,7 +128,20 @@ class GateTarget:
         call = ToolCall(id=f"rt-{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
         result = await self.gate.call(call, who, self._run(run, who), options=options)
         error = result.error
+        entry = await self.gate.stores.audit.last() if self.gate.recorders else None
+        audit = (
+            {
+                "seq": entry.seq,
+                "decision": entry.decision,
+                "error_code": entry.error_code,
+                "approval_id": entry.approval_id,
+                "replayed": entry.replayed,
+            }
+            if entry is not None and entry.call_id == call.id
+            else None
+        )
         return Reply(
+            audit=audit,
             text=_clip(result.content),
             is_error=result.is_error,
             error_code=None if error is None else str(error.code),
