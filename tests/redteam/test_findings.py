@@ -15,6 +15,7 @@ import pytest
 from maitre import Gate, Principal
 from maitre.redteam import PLUGINS, EffectLog, GateTarget, McpTarget, RedteamResult, Target, run_redteam
 from maitre.redteam.resolve import target_from_object
+from maitre.stores import MemoryStores
 
 from .servers import GOVERNED, HINTS, WEAK, governed_http, weak_http
 
@@ -98,7 +99,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Redteam
     permissive = base / "permissive.jsonl"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MAITRE_REDTEAM_EFFECTS", str(local))
-        gate = Gate(governed.box)
+        gate = Gate(governed.box, stores=MemoryStores())  # as maitre redteam FILE:box builds it: audited
         out["default"] = (
             _attack(GateTarget(gate, label="default", kind="gate", principal=ACME), local),
             local,
