@@ -205,10 +205,10 @@ class McpTarget:
     def _server(self, headers: Mapping[str, str]) -> Any:
         from mcp import StdioServerParameters
 
-        from ..mcp.client import http_transport
+        from ..mcp.egress import guarded_http_transport
 
-        if self.url is not None:
-            return http_transport(self.url, headers)
+        if self.url is not None:  # a hostile server's replies are capped as an imported one's are (4 MiB)
+            return guarded_http_transport(self.url, headers)
         assert self.command is not None
         parts = shlex.split(self.command)
         return StdioServerParameters(command=parts[0], args=parts[1:], env={**os.environ, **self.env})
