@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from .dataflow import Provenance
 from .types import Principal, TaintSource
 
 __all__ = ["IdempotencyKey", "NeedsInput", "RunContext", "new_run_id"]
@@ -64,6 +65,11 @@ class RunContext:
     """True once the run has seen untrusted content."""
     taint_source: TaintSource | None = None
     """The first untrusted result that entered the run (shown to approvers)."""
+    provenance: Provenance | None = None
+    """The run's trusted text (the user's request, the system prompt, trusted results), when the
+    door saw the request: the agent loop seeds it, the gate adds trusted results, and the default
+    policy then gates a tainted run's calls on where their values came from (`maitre.dataflow`).
+    None at doors that never see the request (MCP, gateway): the whole-run taint rule applies."""
     ephemeral: bool = False
     """True for the throwaway run of a call made outside any run (no run id): approvals bind to
     the principal and arguments only, and taint follows the principal for a window instead."""
@@ -85,6 +91,7 @@ class RunContext:
             "error_streak": list(self.error_streak),
             "tainted": self.tainted,
             "taint_source": self.taint_source.to_dict() if self.taint_source else None,
+            "provenance": self.provenance.to_dict() if self.provenance is not None else None,
             "ephemeral": self.ephemeral,
             "visible_tools": sorted(self.visible_tools) if self.visible_tools is not None else None,
             "notes": list(self.notes),
@@ -96,6 +103,7 @@ class RunContext:
         principal = data.get("principal")
         visible = data.get("visible_tools")
         taint_source = data.get("taint_source")
+        provenance = data.get("provenance")
         streak = data.get("error_streak") or ("", 0)
         return cls(
             run_id=data["run_id"],
@@ -107,6 +115,7 @@ class RunContext:
             error_streak=(streak[0], int(streak[1])),
             tainted=bool(data.get("tainted", False)),
             taint_source=TaintSource.from_dict(taint_source) if taint_source else None,
+            provenance=Provenance.from_dict(provenance) if provenance else None,
             ephemeral=bool(data.get("ephemeral", False)),
             visible_tools=set(visible) if visible is not None else None,
             notes=list(data.get("notes", [])),

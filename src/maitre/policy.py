@@ -15,8 +15,20 @@ logic with no I/O, so it is cheap to run on every call and easy to test.
 (* writes are allowed because the runtime mints their idempotency keys.) A pair missing from a
 custom matrix is denied. On top of the matrix: required scopes (PERMISSION_DENIED when missing),
 `requires_approval=True/False` on a tool, and taint - once a run has seen untrusted content, a
-write or destructive tool marked `open_world=True` needs approval, so an injected instruction can
-never send the email or the money on its own.
+write or destructive tool marked `open_world=True`, or a read marked `egress=True` (its arguments
+leave: a fetch, a third-party query), needs approval, so an injected instruction can never send
+the email, the money or the data on its own.
+
+Taint comes in two modes (`DefaultPolicy(taint=...)`):
+
+- `"data-flow"` (the default): when the run carries a `Provenance` (the agent loop seeds one with
+  the user's request), such a call needs approval only when some argument value cannot be traced
+  to the request or to trusted results (`maitre.dataflow`); the reason names those values' paths.
+  A run without provenance (the MCP and gateway doors, which never see the request) falls back to
+  the whole-run rule.
+- `"run"`: the whole-run rule everywhere - after untrusted content, every such call asks.
+
+Destructive tools need approval by the risk matrix either way.
 
 A policy is anything with `decide(request)`. The other members of the `Policy` protocol -
 `uses_arguments`, `static_decision(tool)`, `may_approve(...)` - have defaults in `BasePolicy`;
@@ -35,7 +47,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from .types import Effect, Principal, Risk
 
@@ -51,6 +63,7 @@ __all__ = [
     "Policy",
     "PolicyDecision",
     "PolicyRequest",
+    "TaintMode",
     "as_policy",
     "decide",
     "normalise_user",
@@ -73,6 +86,9 @@ class PolicyDecision:
     """Shown to the approver; for a denial, kept in the audit only (the model sees no detail)."""
     rule: str = ""
     """A short identifier of the rule that fired (`risk-matrix`, `scope`, `taint`, ...)."""
+    untraced: tuple[str, ...] = ()
+    """For a data-flow taint decision: the paths of the argument values that could not be traced
+    to the user's request or trusted results (what the approver should check)."""
 
     @classmethod
     def allow(cls, reason: str = "", rule: str = "") -> PolicyDecision:
@@ -83,8 +99,8 @@ class PolicyDecision:
         return cls(action=Action.DENY, reason=reason, rule=rule)
 
     @classmethod
-    def needs_approval(cls, reason: str, rule: str = "") -> PolicyDecision:
-        return cls(action=Action.APPROVAL, reason=reason, rule=rule)
+    def needs_approval(cls, reason: str, rule: str = "", untraced: tuple[str, ...] = ()) -> PolicyDecision:
+        return cls(action=Action.APPROVAL, reason=reason, rule=rule, untraced=tuple(untraced))
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -195,6 +211,13 @@ DEFAULT_RISK_MATRIX: Mapping[tuple[Effect, Risk], Action] = {
 }
 
 
+TaintMode = Literal["data-flow", "run"]
+"""How `DefaultPolicy` applies taint: by where argument values came from, or to the whole run."""
+
+_REPORTED_PATHS = 8
+"""Untraced paths named in an approval's reason (all of them are in `PolicyDecision.untraced`)."""
+
+
 @dataclass(kw_only=True)
 class DefaultPolicy(BasePolicy):
     """Seed 003's risk matrix, scopes and taint. See the module docstring."""
@@ -206,10 +229,20 @@ class DefaultPolicy(BasePolicy):
     approver_role: str | None = None
     """When set, only principals with this role may approve."""
     taint_requires_approval: bool = True
-    """Untrusted content in the run makes open-world writes need approval."""
+    """Untrusted content in the run makes open-world writes and egress reads need approval."""
+    taint: TaintMode = "data-flow"
+    """`data-flow`: in a run with provenance, ask only when an argument value cannot be traced to
+    trusted text; `run`: ask for every such call once the run is tainted (see the module docstring)."""
     uses_arguments: bool = False
-    """The matrix reads metadata only, so the gate need not serialise arguments for it (a policy
-    without this attribute is given the validated arguments)."""
+    """Whether the gate must serialise the validated arguments for `decide`. The matrix reads
+    metadata only; data-flow taint reads arguments, so it is turned on with `taint="data-flow"`
+    (only calls the policy cannot decide from the tool alone pay for it: see `static_decision`)."""
+
+    def __post_init__(self) -> None:
+        if self.taint not in ("data-flow", "run"):
+            raise ValueError(f"taint must be 'data-flow' or 'run', not {self.taint!r}")
+        if self.taint_requires_approval and self.taint == "data-flow":
+            self.uses_arguments = True
 
     def decide(self, request: PolicyRequest) -> PolicyDecision:
         tool, principal = request.tool, request.principal
@@ -218,16 +251,11 @@ class DefaultPolicy(BasePolicy):
             return PolicyDecision.deny(f"missing scopes: {', '.join(sorted(missing))}", rule="scope")
         if tool.requires_approval is True:
             return PolicyDecision.needs_approval(f"{tool.name} always needs a human approval", rule="tool")
-        if (
-            self.taint_requires_approval
-            and request.run.tainted
-            and tool.open_world
-            and tool.effect in (Effect.WRITE, Effect.DESTRUCTIVE)
-        ):
-            return PolicyDecision.needs_approval(
-                f"{tool.name} acts on the outside world and this run has read untrusted content",
-                rule="taint",
-            )
+        run = request.run
+        if self.taint_requires_approval and run.tainted and _taint_gated(tool):
+            taint = self._taint_decision(tool, request.arguments, run)
+            if taint is not None:
+                return taint
         action = self.matrix.get((tool.effect, tool.risk))
         if action is None:
             return PolicyDecision.deny(
@@ -250,16 +278,41 @@ class DefaultPolicy(BasePolicy):
         """
         if tool.scopes or tool.requires_approval is True:
             return None
-        if (
-            self.taint_requires_approval
-            and tool.open_world
-            and tool.effect in (Effect.WRITE, Effect.DESTRUCTIVE)
-        ):
+        if self.taint_requires_approval and _taint_gated(tool):
             return None
         action = self.matrix.get((tool.effect, tool.risk))
         if action is Action.ALLOW:
             return _MATRIX_DECISIONS[Action.ALLOW]
         return None
+
+    def _taint_decision(
+        self, tool: Tool, arguments: dict[str, Any], run: RunContext
+    ) -> PolicyDecision | None:
+        """Needs approval for a tainted run's gated call, or None when data flow clears it."""
+        what = "sends data out" if tool.egress and tool.effect is Effect.READ else "acts on the outside world"
+        provenance = run.provenance
+        if self.taint == "run" or provenance is None:
+            return PolicyDecision.needs_approval(
+                f"{tool.name} {what} and this run has read untrusted content", rule="taint"
+            )
+        paths = tuple(provenance.untraced(arguments, tool.input_schema))
+        if not paths:
+            return None
+        named = ", ".join(paths[:_REPORTED_PATHS])
+        if len(paths) > _REPORTED_PATHS:
+            named += f" and {len(paths) - _REPORTED_PATHS} more"
+        return PolicyDecision.needs_approval(
+            f"{tool.name} {what}, this run has read untrusted content, and these values are not in "
+            f"the user's request or trusted results: {named}",
+            rule="taint",
+            untraced=paths,
+        )
+
+
+def _taint_gated(tool: Tool) -> bool:
+    """Whether taint can make `tool` need approval: an open-world write or destructive tool, or an
+    egress tool (a read whose arguments leave)."""
+    return tool.egress or (tool.open_world and tool.effect in (Effect.WRITE, Effect.DESTRUCTIVE))
 
 
 async def decide(policy: Policy, request: PolicyRequest) -> PolicyDecision:

@@ -30,6 +30,7 @@ from opentelemetry.trace import Span
 
 from .._sync import run_sync
 from ..context import new_run_id
+from ..dataflow import Provenance
 from ..exceptions import UserError
 from ..gate import CallOptions, Gate
 from ..gate.budget import Budgets
@@ -278,6 +279,7 @@ class Agent:
         run = Run(
             id=run_id, principal=principal, messages=messages, context=self.gate.new_run(principal, run_id)
         )
+        run.context.provenance = self._provenance(messages)
         if self.core_tools is not None:
             run.context.visible_tools = set(self.core_tools)
         if not tracing_enabled():
@@ -287,6 +289,18 @@ class Agent:
             run = await self._loop(run)
             self._end_span(span, run, usage)
         return run
+
+    def _provenance(self, messages: Sequence[Message]) -> Provenance:
+        """The run's trusted text to start with: the developer's system prompt and what the user
+        said. The gate adds trusted results; the policy traces a tainted run's write and egress
+        arguments to it (`maitre.dataflow`)."""
+        provenance = Provenance()
+        if self.system:
+            provenance.add_request(self.system)
+        for message in messages:
+            if isinstance(message, UserMessage):
+                provenance.add_request(message.content)
+        return provenance
 
     def run_sync(
         self, goal_or_messages: str | Sequence[Message], principal: Principal, *, run_id: str | None = None

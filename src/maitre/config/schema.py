@@ -433,6 +433,9 @@ class ToolOverrideConfig(_Section):
     """Seconds before a call is cancelled (default 30)."""
     idempotent: bool | None = None
     open_world: bool | None = None
+    egress: bool | None = None
+    """A read whose arguments carry data out (a fetch, a third-party search): after untrusted
+    content it needs approval like an open-world write."""
 
     @field_validator("scopes")
     @classmethod
@@ -451,6 +454,7 @@ class ToolOverrideConfig(_Section):
             "timeout": self.timeout_s,
             "idempotent": self.idempotent,
             "open_world": self.open_world,
+            "egress": self.egress,
         }
         given = {key: value for key, value in values.items() if value is not None}
         if self.scopes:

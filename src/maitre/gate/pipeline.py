@@ -43,7 +43,7 @@ from ..tracing import end_tool_span, start_tool_span
 from ..tracing import tracing_enabled as _tracing
 from ..types import ErrorCode, Principal, TaintSource, ToolCall, ToolError, ToolResult, Trust
 from .approval import ApprovalService, approval
-from .authorize import authorize
+from .authorize import authorize, validated_arguments
 from .base import CallContext, CallOptions, GateLimits, SettlingStage, Stage
 from .budget import Budgets, budget
 from .decode import decode
@@ -456,12 +456,30 @@ class Gate:
                 if not contained:
                     raise
                 logger.exception("settling call %s after its caller was cancelled failed", ctx.call.id)
-        if (ctx.executed or ctx.replayed) and ctx.tool is not None and ctx.tool.trust is Trust.UNTRUSTED:
-            self._taint(ctx)
+        tool = ctx.tool
+        if (ctx.executed or ctx.replayed) and tool is not None:
+            if ctx.run.provenance is not None:
+                _follow_data(ctx, tool, result)
+            if tool.trust is Trust.UNTRUSTED:
+                self._taint(ctx)
         return result
 
 
 _NO_OPTIONS = CallOptions()
+
+
+def _follow_data(ctx: CallContext, tool: Tool, result: ToolResult) -> None:
+    """Keep the run's provenance (`maitre.dataflow`) up to date after an executed call: in a
+    tainted run the call's untraced values become suspects (so a trusted tool echoing them back
+    does not launder them), then a trusted result's text joins the trusted corpus (cheap: kept as
+    given until a tainted call needs tracing)."""
+    provenance = ctx.run.provenance
+    assert provenance is not None
+    if ctx.run.tainted:
+        arguments = validated_arguments(ctx) if ctx.validated is not None else (ctx.arguments or {})
+        provenance.note_arguments(arguments, tool.input_schema)
+    if tool.trust is Trust.TRUSTED and not result.is_error:
+        provenance.add_trusted(result.content)
 
 
 class _StageList(list[Stage]):

@@ -50,7 +50,7 @@ def mcp_annotations(tool: Tool) -> dict[str, Any]:
         "readOnlyHint": tool.effect is Effect.READ,
         "destructiveHint": tool.effect is Effect.DESTRUCTIVE,
         "idempotentHint": bool(tool.idempotent),
-        "openWorldHint": tool.open_world,
+        "openWorldHint": tool.open_world or tool.egress,  # an egress read reaches outside too
     }
     if tool.title:
         derived["title"] = tool.title

@@ -111,6 +111,9 @@ class Tool:
     """Scopes the principal must hold to call the tool."""
     open_world: bool = False
     """The tool talks to the outside world (email, web, payments): taint makes it need approval."""
+    egress: bool = False
+    """A read whose arguments carry data out (fetch a URL, send a query to a third party): after
+    untrusted content it is gated like an open-world write (see `maitre.dataflow`)."""
     idempotent: bool | None = None
     """Calling twice with the same arguments has no extra effect (reads are; writes by default are not)."""
     business_key: tuple[str, ...] | None = None
@@ -150,6 +153,7 @@ class Tool:
         self.trust = Trust(self.trust)
         self.scopes = frozenset(self.scopes)
         self.tags = tuple(self.tags)
+        self.egress = bool(self.egress)
         if not self.timeout or self.timeout < 0:  # None too: metadata arrives untyped (**metadata)
             raise ToolDefinitionError(f"{self.name}: timeout must be a positive number of seconds")
         if self.retries < 0 or self.retries > 10:

@@ -65,7 +65,8 @@ class Toolbox:
         Options: name, description, output, effect ("read" | "write" | "destructive"), risk ("low" |
         "medium" | "high" | "critical"), timeout (s), retries, transient (exception types),
         max_result_tokens, max_result_bytes, max_concurrency (sync tools), trust ("trusted" |
-        "untrusted"), tags, scopes, open_world, idempotent, business_key, reconcile
+        "untrusted"), tags, scopes, open_world, egress (a read that sends its arguments out: gated
+        like an open-world write after untrusted content), idempotent, business_key, reconcile
         (`reconcile(key) -> result | None`, for an in-doubt write), owner, requires_approval,
         long_running.
         """
