@@ -261,13 +261,26 @@ class TaintSource:
     """The call that returned it."""
     at: float
     """Unix time it was returned."""
+    untraced: tuple[str, ...] = ()
+    """On an approval asked by data-flow taint: the paths of the call's argument values that could
+    not be traced to the user's request or trusted results (`maitre.dataflow`), for the approver
+    to check first. Empty for the whole-run rule."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tool": self.tool, "call_id": self.call_id, "at": self.at}
+        data: dict[str, Any] = {"tool": self.tool, "call_id": self.call_id, "at": self.at}
+        if self.untraced:
+            data["untraced"] = list(self.untraced)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaintSource:
-        return cls(tool=str(data["tool"]), call_id=str(data["call_id"]), at=float(data["at"]))
+        untraced = data.get("untraced") or ()
+        return cls(
+            tool=str(data["tool"]),
+            call_id=str(data["call_id"]),
+            at=float(data["at"]),
+            untraced=tuple(str(path) for path in untraced),
+        )
 
 
 @dataclass(kw_only=True, frozen=True)

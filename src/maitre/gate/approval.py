@@ -17,6 +17,7 @@ by its own version's hash of the call, so a call approved before an upgrade runs
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 import warnings
@@ -24,9 +25,9 @@ from typing import Any
 
 from ..audit.canonical import hash_text
 from ..exceptions import UserError
-from ..policy import normalise_user
+from ..policy import PolicyDecision, normalise_user
 from ..stores import ApprovalRequest, ApprovalStateError, ApprovalStatus, ApprovalStore, AuditEntry
-from ..types import ApprovalTicket, ErrorCode, Principal, ToolError
+from ..types import ApprovalTicket, ErrorCode, Principal, TaintSource, ToolError
 from .authorize import validated_arguments
 from .base import CallContext, Decision
 from .hashing import call_hash_of, is_legacy_call_hash, legacy_call_hash, validated_text
@@ -191,7 +192,7 @@ async def _request(
         created_at=now,
         expires_at=now + ctx.gate.approval_ttl_s,
         rule=policy.rule if policy is not None else "",
-        taint=run.taint_source if run.tainted else None,
+        taint=_taint_of(run.taint_source if run.tainted else None, policy),
         effect=tool.effect.value,
         risk=tool.risk.value,
     )
@@ -200,6 +201,13 @@ async def _request(
     if ctx.decision is not Decision.APPROVAL_MISMATCH:
         ctx.decision = Decision.APPROVAL_REQUIRED
     return _required(ctx, request, "A human has been asked to approve it.")
+
+
+def _taint_of(source: TaintSource | None, policy: PolicyDecision | None) -> TaintSource | None:
+    """The run's taint source, naming the untraced argument paths when data-flow taint asked."""
+    if source is None or policy is None or not policy.untraced:
+        return source
+    return dataclasses.replace(source, untraced=policy.untraced)
 
 
 def ticket(ctx: CallContext, request: ApprovalRequest) -> ApprovalTicket:
