@@ -59,6 +59,16 @@ def _python_path(path: str) -> Iterator[None]:
             os.environ["PYTHONPATH"] = before
 
 
+def _loaded(pid: int) -> str:
+    """Which of uvloop and httptools the process has loaded (their extension modules in its maps)."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return "modules unknown"
+    found = [name for name in ("uvloop", "httptools") if f"/{name}/" in maps]
+    return "loaded: " + (", ".join(found) if found else "neither uvloop nor httptools")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("variants", nargs="+", help="LABEL=PYTHONPATH (empty: this checkout)")
@@ -100,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             with _python_path(path):
                 (replica,) = stack.enter_context(rig.replicas({label: config}, {label: port}, sub)).values()
             name = f"gateway {label}"
+            print(f"{name}: pid {replica.pid}, {_loaded(replica.pid)}")
             gateways.append(
                 (
                     Target(
