@@ -23,6 +23,7 @@ import anyio
 import typer
 from typer.core import TyperGroup
 
+from .agentdojo_cmds import agentdojo_command
 from .app import App, console, err
 from .errors import CommandError
 
@@ -329,3 +330,8 @@ def eval_compare(
         console.print(comparison_tables(comparison, show_all=show_all))
     if comparison.regressions:
         raise typer.Exit(1)
+
+
+# `maitre eval agentdojo`: AgentDojo's suites behind the gate (maitre[agentdojo]); the command
+# imports agentdojo only when it runs, so `maitre eval` works without the extra.
+app.command("agentdojo")(agentdojo_command)
