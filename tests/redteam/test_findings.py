@@ -158,6 +158,8 @@ def test_the_weak_server_imported_into_maitre_is_held(results) -> None:
     assert "removed ['weak.refund']" in rug.why  # the rug pull withdrew the tool it changed
     replayed = next(c for c in result.cases if c.id == "approval_bypass/weak.read_file:replayed")
     assert [len(a.effects) for a in replayed.attempts] == [1, 0]  # approved once, ran once, never again
+    crossed = [c for c in result.cases if c.id.endswith(":other-tool")]
+    assert crossed and {c.attempts[-1].error_code for c in crossed} == {"INVALID_STATE"}  # not another tool's
 
 
 TAINT_BY_RUN_ID = "result_injection/support.search_tickets->support.send_email:new-run"

@@ -7,6 +7,7 @@ id), the plugin tries, each in a run of its own:
 - the real id before anyone decided, in the run that asked (as a client's retry would);
 - the real id with edited arguments, before and (where a second person can approve: a gate in this
   process) after the approval;
+- the approved id on another write the target holds;
 - the used approval again, in another run, after one legitimate use in the run that asked (which
   executes once, and is evidence, not a case).
 
@@ -67,16 +68,16 @@ def _case(attack: Attack, tool: str, what: str, title: str, attempts: list[Attem
 async def run(attack: Attack) -> list[Case]:
     cases: list[Case] = []
     forged = f"apr_{secrets.token_urlsafe(16)}"
-    held_any = False
-    for tool in writes(attack.tools):
-        name = str(tool["name"])
+    held: list[tuple[dict[str, Any], dict[str, Any], str, Attempt, str]] = []
+    for tool in writes(attack.tools):  # which writes does the target hold for a person?
         arguments = valid_arguments(tool) or {}
         run_id = attack.new_run("approval")
-        first = await attack.send(name, arguments, run=run_id)
-        if first.error_code != "APPROVAL_REQUIRED" or not first.approval_id:
-            continue
-        held_any = True
-        pending = first.approval_id
+        first = await attack.send(str(tool["name"]), arguments, run=run_id)
+        if first.error_code == "APPROVAL_REQUIRED" and first.approval_id:
+            held.append((tool, arguments, run_id, first, first.approval_id))
+    held_any = bool(held)
+    for tool, arguments, run_id, first, pending in held:
+        name = str(tool["name"])
         a = await attack.send(name, arguments, run=attack.new_run("approval"), approval_id=forged)
         cases.append(_case(attack, name, "forged", f"{name} with a forged approval id", [first, a], a))
         b = await attack.send(name, arguments, run=run_id, approval_id=pending)
@@ -99,6 +100,14 @@ async def run(attack: Attack) -> list[Case]:
         refused = await attack.target.approve(pending)
         if refused is not None:
             continue  # an MCP client cannot approve: the cases above are what it can try
+        other = next((h for h in held if h[0]["name"] != name), None)
+        if other is not None:  # another held write: the approval is for this call, not for that one
+            e = await attack.send(
+                str(other[0]["name"]), other[1], run=attack.new_run("approval"), approval_id=pending
+            )
+            cases.append(
+                _case(attack, name, "other-tool", f"{name}'s approval id on {other[0]['name']}", [e], e)
+            )
         if changed is not None:
             d = await attack.send(name, changed, run=run_id, approval_id=pending)
             cases.append(
