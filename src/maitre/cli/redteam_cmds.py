@@ -80,6 +80,9 @@ def redteam_command(
     foreign_id: list[str] = typer.Option(
         [], "--foreign-id", help="PARAM=ID of another tenant's resource (ticket_id=T-2001); repeatable"
     ),
+    timeout: float = typer.Option(
+        20.0, "--timeout", min=0.1, max=600.0, help="Seconds one request to an MCP server may take"
+    ),
     stores: str | None = typer.Option(
         None,
         "--stores",
@@ -142,10 +145,11 @@ def redteam_command(
                 env={EFFECTS_ENV: str(effects.resolve())} if effects else None,
                 approver_stores=stores,
                 tenant=tenant,
+                timeout_s=timeout,
             )
         elif remote:
             assert target is not None
-            chosen = McpTarget(url=target, approver_stores=stores, tenant=tenant)
+            chosen = McpTarget(url=target, approver_stores=stores, tenant=tenant, timeout_s=timeout)
         else:
             from .loader import load_object
 
