@@ -42,6 +42,7 @@ CORE = frozenset(
         "audit",
         "config",
         "context",
+        "dataflow",
         "embeddings",
         "exceptions",
         "fence",
@@ -59,7 +60,20 @@ CORE = frozenset(
     }
 )
 DOORS = frozenset(
-    {"agent", "cli", "console", "demo", "evals", "mcp", "memory", "models", "routing", "search", "testing"}
+    {
+        "agent",
+        "cli",
+        "console",
+        "demo",
+        "evals",
+        "mcp",
+        "memory",
+        "models",
+        "redteam",
+        "routing",
+        "search",
+        "testing",
+    }
 )
 
 EXCEPTIONS = {
