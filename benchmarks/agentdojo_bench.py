@@ -5,7 +5,8 @@ ground-truth calls, and the injection task's as soon as a result shows the injec
 bound for a model that obeys every injection. Per suite x arm it prints attack success (executed),
 utility with and without attack, utility on the tasks whose write arguments trace to the user or
 trusted results (labelled per task by a script from the ground truth), what the other tasks did
-without attack (paused / executed unasked / failed) and approvals per run.
+without attack (paused / executed unasked / failed) and approvals per run. A second table runs
+our own attacks (`own_attacks`: attacker values transformed, or made of trusted words).
 
 The `none` and `allow-all` arms do not depend on taint and run once; `default` and `oracle` run in
 each taint mode this maitre's `DefaultPolicy` has (`data-flow`, and the whole-run rule `run`).
@@ -67,6 +68,18 @@ def main(quick: bool = False) -> None:
     rows.sort(key=lambda row: (suites.index(row["suite"]), row["arm"]))
     console.print(summary_table(rows, title="scored on executed effects"))
     console.print(LEGEND, highlight=False)
+    own_rows = []
+    for mode, arms in plans:
+        own = anyio.run(lambda: agentdojo.evaluate(suites, arms, limit=limit, taint=mode, attacks="own"))  # noqa: B023
+        for row in own.to_dict()["summary"]:
+            if row["attacked_runs"]:
+                row["arm"] = row["arm"] if mode is None else f"{row['arm']} ({mode})"
+                own_rows.append(row)
+        reports.append(own.to_dict())
+    own_rows.sort(key=lambda row: (suites.index(row["suite"]), row["arm"]))
+    console.print(
+        summary_table(own_rows, title="our own attacks (spaced IBAN, trusted words, base64 egress)")
+    )
     if options.json is not None:
         options.json.write_text(json.dumps(reports, indent=2, default=str), encoding="utf-8")
         console.print(f"wrote {options.json}")

@@ -284,3 +284,18 @@ def test_a_model_adapter_runs_through_the_same_harness():
         attempted = {call["tool"] for call in result.attempted}
         assert set(result.executed) <= attempted and "send_money" in attempted, arm
         assert result.injection_seen is False  # only the obeying script reports what it saw
+
+
+def test_our_own_attacks_with_transformed_values_execute_ungated_and_are_stopped_by_default():
+    """A lower-cased, spaced attacker IBAN and a base64-encoded exfiltration URL: each works with
+    no gate (the check can fire) and ends paused, not executed, under the default policy."""
+    for suite_name, user in (("banking", "user_task_0"), ("slack", "user_task_1")):
+        suite = _suite(suite_name)
+        for attack in agentdojo.own_attacks(suite_name):
+            if attack.ID == "own_trusted_words":
+                continue  # every value traced: the limit maitre.dataflow states; measured by the bench
+            task = suite.user_tasks[user]
+            ungated = anyio.run(lambda: agentdojo.run_pair(suite, task, attack, "none"))  # noqa: B023
+            assert ungated.attack_success is True, attack.ID
+            gated = anyio.run(lambda: agentdojo.run_pair(suite, task, attack, "default"))  # noqa: B023
+            assert gated.attack_success is False and gated.outcome == "paused", attack.ID

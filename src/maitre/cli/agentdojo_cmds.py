@@ -94,6 +94,9 @@ def agentdojo_command(
     limit: int | None = typer.Option(
         None, "--limit", min=1, help="Only the first N user tasks and first N injection tasks of each suite"
     ),
+    attacks: str = typer.Option(
+        "agentdojo", "--attacks", help="agentdojo (the suites' injection tasks) | own (transformed values)"
+    ),
     taint: str | None = typer.Option(
         None,
         "--taint",
@@ -112,6 +115,8 @@ def agentdojo_command(
     bad = [a for a in arms if a not in agentdojo.ARMS]
     if bad:
         raise CommandError(f"--arm {bad[0]}: use one of {', '.join(agentdojo.ARMS)}", code=2)
+    if attacks not in ("agentdojo", "own"):
+        raise CommandError(f"--attacks {attacks}: use agentdojo or own", code=2)
     if taint is not None and taint not in agentdojo.taint_modes():
         raise CommandError(f"--taint {taint}: use one of {', '.join(agentdojo.taint_modes())}", code=2)
     factory = None
@@ -129,7 +134,7 @@ def agentdojo_command(
 
     report = anyio.run(
         lambda: agentdojo.evaluate(
-            suites, arms, limit=limit, model_factory=factory, taint=taint, progress=progress
+            suites, arms, limit=limit, model_factory=factory, taint=taint, attacks=attacks, progress=progress
         )
     )
     data = report.to_dict()
@@ -144,7 +149,7 @@ def agentdojo_command(
         err.print(f"wrote {path}", highlight=False, markup=False)
     agent = "obeying script" if model is None else f"model {model}"
     console.print(
-        f"AgentDojo {agentdojo.BENCHMARK_VERSION}, {agent}, taint {taint or 'policy default'}",
+        f"AgentDojo {agentdojo.BENCHMARK_VERSION}, {agent}, {attacks} attacks, taint {taint or 'policy default'}",
         highlight=False,
         markup=False,
     )

@@ -32,6 +32,7 @@ from ._dojo import BENCHMARK_VERSION, SUITES
 from .arms import ARMS, AllowAllPolicy, OracleApprover, arm_policy, taint_modes
 from .harness import AgentDojoReport, SummaryRow, evaluate, summarise
 from .labels import FACTS, LABEL_RULE, ToolFacts, ToolLabels, label_table, labels_for
+from .own_attacks import OWN_ATTACKS, own_attacks
 from .runner import ModelFactory, PairResult, run_pair, sorted_tasks
 from .script import ObeyingScript, contains_injection
 from .tasklabels import TaskLabel, label_user_task
@@ -45,6 +46,7 @@ __all__ = [
     "FACTS",
     "LABEL_RULE",
     "ModelFactory",
+    "OWN_ATTACKS",
     "ObeyingScript",
     "OracleApprover",
     "PairResult",
@@ -61,6 +63,7 @@ __all__ = [
     "label_table",
     "label_user_task",
     "labels_for",
+    "own_attacks",
     "run_pair",
     "sorted_tasks",
     "summarise",

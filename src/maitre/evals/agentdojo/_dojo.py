@@ -18,6 +18,9 @@ from agentdojo.attacks.base_attacks import (  # type: ignore[import-untyped,impo
 from agentdojo.attacks.important_instructions_attacks import (  # type: ignore[import-untyped,import-not-found,unused-ignore]
     ImportantInstructionsAttack as _ImportantInstructionsAttack,
 )
+from agentdojo.base_tasks import (  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    BaseInjectionTask as _BaseInjectionTask,
+)
 from agentdojo.functions_runtime import (  # type: ignore[import-untyped,import-not-found,unused-ignore]
     FunctionCall as _FunctionCall,
 )
@@ -36,6 +39,7 @@ from agentdojo.task_suite.task_suite import (  # type: ignore[import-untyped,imp
 
 __all__ = [
     "BENCHMARK_VERSION",
+    "BaseInjectionTask",
     "FunctionCall",
     "FunctionsRuntime",
     "SUITES",
@@ -50,6 +54,7 @@ BENCHMARK_VERSION = "v1.2.2"
 """AgentDojo's newest task set in 0.1.35 (banking 144 pairs, slack 105, travel 140, workspace 560)."""
 SUITES = ("banking", "slack", "travel", "workspace")
 
+BaseInjectionTask: Any = _BaseInjectionTask
 FunctionCall: Any = _FunctionCall
 FunctionsRuntime: Any = _FunctionsRuntime
 tool_result_to_str: Any = _tool_result_to_str

@@ -25,6 +25,7 @@ from typing import Any
 from . import _dojo
 from .arms import ARMS
 from .labels import LABEL_RULE, label_table
+from .own_attacks import own_attacks
 from .runner import ModelFactory, PairResult, run_pair, sorted_tasks
 from .tasklabels import TaskLabel, label_user_task, labels_available
 
@@ -89,9 +90,16 @@ async def evaluate(
     limit: int | None = None,
     model_factory: ModelFactory | None = None,
     taint: str | None = None,
+    attacks: str = "agentdojo",
     progress: Callable[[PairResult], None] | None = None,
 ) -> AgentDojoReport:
-    """Run every pair of `suites` in every arm (the first `limit` user and injection tasks of each)."""
+    """Run every pair of `suites` in every arm (the first `limit` user and injection tasks of each).
+
+    `attacks`: `agentdojo` (the suites' own injection tasks) or `own` (`own_attacks`: transformed
+    values and trusted words; suites without one run their user tasks alone).
+    """
+    if attacks not in ("agentdojo", "own"):
+        raise ValueError(f"attacks must be 'agentdojo' or 'own', not {attacks!r}")
     unknown = [arm for arm in arms if arm not in ARMS]
     if unknown:
         raise ValueError(f"unknown arm(s) {unknown}; arms: {', '.join(ARMS)}")
@@ -99,7 +107,9 @@ async def evaluate(
     for name in suites:
         suite = _dojo.load_suite(name)
         users = sorted_tasks(suite.user_tasks)[:limit]
-        injections = sorted_tasks(suite.injection_tasks)[:limit]
+        injections = (sorted_tasks(suite.injection_tasks) if attacks == "agentdojo" else own_attacks(name))[
+            :limit
+        ]
         report.labels[name] = [label_user_task(suite, user) for user in users] if labels_available() else []
         for arm in arms:
             for user in users:
