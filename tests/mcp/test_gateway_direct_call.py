@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
+import httpcore2
 import pytest
 from mcp.client.session import ClientSession
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
 from maitre.mcp.client import McpUpstream
+from maitre.mcp.direct_call import COALESCE_LIMIT, CoalescingBackend, CoalescingStream
 from maitre.types import ToolError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -201,3 +203,69 @@ def test_direct_calls_go_through_the_sdk_when_the_caller_takes_progress():
     unknown = McpCallContext(protocol_version="2026-07-28", session=object())
     assert _wants_progress(with_token) and not _wants_progress(without)
     assert _wants_progress(unknown)  # cannot tell: the SDK path, which relays whatever was asked
+
+
+# -- one write per request --------------------------------------------------------------------------
+
+
+class FakeStream(httpcore2.AsyncNetworkStream):
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.closed = False
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109 - httpcore2's interface
+        self.sent.append(buffer)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109 - httpcore2's interface
+        return b"HTTP/1.1 200 OK\r\n"
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_writes_wait_for_the_next_read_and_go_out_as_one():
+    inner = FakeStream()
+    stream = CoalescingStream(inner)
+    await stream.write(b"POST /mcp HTTP/1.1\r\nContent-Length: 2\r\n\r\n")
+    await stream.write(b"{}")
+    await stream.write(b"")
+    assert inner.sent == []  # nothing on the wire until the answer is awaited
+    await stream.read(100)
+    assert inner.sent == [b"POST /mcp HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"]
+    await stream.read(100)
+    assert len(inner.sent) == 1  # a read with nothing pending sends nothing
+
+
+async def test_a_large_body_is_written_as_it_comes_and_an_abandoned_request_is_never_sent():
+    inner = FakeStream()
+    stream = CoalescingStream(inner)
+    await stream.write(b"x" * (COALESCE_LIMIT - 1))
+    assert inner.sent == []
+    await stream.write(b"yy")
+    assert [len(chunk) for chunk in inner.sent] == [COALESCE_LIMIT + 1]
+    await stream.write(b"a request nobody waits for")
+    await stream.aclose()
+    assert inner.closed and len(inner.sent) == 1
+
+
+async def test_every_upstream_request_is_one_socket_write(recorded, monkeypatch):
+    """Through a real upstream: head and body of each call leave in one write, and the calls still
+    get their answers (the SDK session's own requests share the pool, and the rule)."""
+    url, seen = recorded
+    streams: list[CoalescingStream] = []
+    original = CoalescingBackend.connect_tcp
+
+    async def connect_tcp(self: CoalescingBackend, *args: Any, **kwargs: Any) -> Any:
+        stream = await original(self, *args, **kwargs)
+        streams.append(stream)
+        return stream
+
+    monkeypatch.setattr(CoalescingBackend, "connect_tcp", connect_tcp)
+    async with _upstream(url, direct=True) as upstream:
+        await upstream.toolbox()
+        before = sum(s.writes for s in streams)
+        seen.clear()
+        answers = [await upstream.call("region", {"region": f"r{i}"}) for i in range(5)]
+        after = sum(s.writes for s in streams)
+    assert answers == [{"result": f"r{i}"} for i in range(5)]
+    assert len(seen) == 5 and after - before == 5

@@ -59,7 +59,10 @@ call the server refused only because it had forgotten the session (HTTP 404) is 
 new one. Opening again after failures backs off exponentially (bounded); an idle session is
 health-checked before it is used. `await upstream.aclose()` (or `async with McpUpstream(...)`, or
 `aclose_upstreams(toolbox)` for `toolbox_from_mcp`) closes them; a program that does not still exits,
-and a stdio server it spawned stops with its event loop.
+and a stdio server it spawned stops with its event loop. On a 2026-07-28 HTTP session a `tools/call`
+whose caller takes no progress or logs is posted directly on the session's own HTTP client
+(`maitre.mcp.direct_call`: the SDK's request, headers and checks, without its per-request
+machinery), and every request leaves in one socket write; `direct_calls=False` turns the first off.
 
 Input the server asks for: `elicitation_callback`, `sampling_callback` and `list_roots_callback`
 (the SDK's callback types) answer a server's questions, both ways the protocol asks them (a request

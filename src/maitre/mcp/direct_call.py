@@ -24,6 +24,13 @@ compares both, header by header):
   stand-ins for a 4xx without one, `REQUEST_TIMEOUT` after the read timeout, PARSE_ERROR for a body
   that is not JSON-RPC), so `McpUpstream`'s error mapping reads them alike.
 
+One write per request: httpcore2 writes a request's head and its body as two socket writes, so the
+upstream wakes up twice and parses the head alone first. The link's HTTP client holds what is
+written until the connection next reads (`CoalescingBackend`: the request is then complete, since
+an HTTP/1.1 client reads only after sending it) or 64 KiB are waiting, then sends it in one write;
+measured at the gateway (gateway_profile `one_write`): -13-21% CPU in the MCP client layer, and
+less in the upstream.
+
 Not here (`McpUpstream` sends those through the SDK session instead): a stdio or 2025-11-25
 upstream, and a call whose caller takes progress or logs (relayed from the upstream's SSE stream).
 A server that answers this call with an SSE stream anyway is read to its response (notifications on
@@ -36,12 +43,14 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import AsyncIterator
+import ssl
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import httpcore2
 import httpx2
 import mcp_types as types
 from httpx2 import EventSource
@@ -63,7 +72,16 @@ from pydantic import ValidationError
 
 from .egress import IDENTITY, AddressGuard, _hooks
 
-__all__ = ["HttpLink", "linked_http_transport", "post_tool_call", "supports_direct_calls"]
+__all__ = [
+    "COALESCE_LIMIT",
+    "CoalescingBackend",
+    "CoalescingStream",
+    "HttpLink",
+    "coalesce_writes",
+    "linked_http_transport",
+    "post_tool_call",
+    "supports_direct_calls",
+]
 
 logger = logging.getLogger("maitre.mcp.direct_call")
 
@@ -100,12 +118,112 @@ async def linked_http_transport(
     sent = {**headers, **IDENTITY} if cap is not None else dict(headers)
     async with create_mcp_http_client(headers=sent or None, auth=auth) as http:
         http.event_hooks = _hooks(guard, cap)
+        coalesce_writes(http)
         async with streamable_http_client(link.url, http_client=http, max_sse_event_size=cap) as streams:
             link.http = http
             try:
                 yield streams
             finally:
                 link.http = None
+
+
+COALESCE_LIMIT = 64 * 1024
+"""The most bytes held back before they are written anyway (a large request body streams on)."""
+
+
+class CoalescingStream(httpcore2.AsyncNetworkStream):
+    """A connection whose writes wait for its next read (or `COALESCE_LIMIT` bytes), sent as one."""
+
+    def __init__(self, inner: httpcore2.AsyncNetworkStream) -> None:
+        self.inner = inner
+        self._pending: list[bytes] = []
+        self._size = 0
+        self._timeout: float | None = None
+        self.writes = 0
+        """Writes that reached the socket (for tests)."""
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109 - httpcore2's stream interface
+        if not buffer:
+            return
+        self._pending.append(buffer)
+        self._size += len(buffer)
+        self._timeout = timeout
+        if self._size >= COALESCE_LIMIT:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending, self._size = [], 0
+        self.writes += 1
+        await self.inner.write(data, timeout=self._timeout)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109 - httpcore2's stream interface
+        await self._flush()
+        return await self.inner.read(max_bytes, timeout)
+
+    async def aclose(self) -> None:
+        # What was never flushed belongs to a request that was abandoned before its answer was
+        # awaited (a cancelled call): it is dropped with the connection, not sent.
+        self._pending, self._size = [], 0
+        await self.inner.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's stream interface
+    ) -> httpcore2.AsyncNetworkStream:
+        await self._flush()
+        return CoalescingStream(await self.inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+class CoalescingBackend(httpcore2.AsyncNetworkBackend):
+    """httpcore2's network backend, with every connection it opens a `CoalescingStream`."""
+
+    def __init__(self, inner: httpcore2.AsyncNetworkBackend) -> None:
+        self.inner = inner
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's stream interface
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        return CoalescingStream(
+            await self.inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        )
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's stream interface
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        return CoalescingStream(await self.inner.connect_unix_socket(path, timeout, socket_options))
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+def coalesce_writes(http: httpx2.AsyncClient) -> bool:
+    """Make the connections `http` opens from now on `CoalescingStream`s; False (nothing changed) when
+    its transport is not httpx2's default one over an httpcore2 pool (a proxy, another version)."""
+    pool = getattr(getattr(http, "_transport", None), "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if not isinstance(pool, httpcore2.AsyncConnectionPool) or not isinstance(
+        backend, httpcore2.AsyncNetworkBackend
+    ):
+        return False
+    if not isinstance(backend, CoalescingBackend):
+        pool._network_backend = CoalescingBackend(backend)
+    return True
 
 
 def supports_direct_calls(session: ClientSession) -> bool:
