@@ -191,7 +191,9 @@ def test_the_oracle_approves_the_users_calls_and_denies_the_injections():
     result = _pair("banking", "user_task_0", "injection_task_0", "oracle")
     assert result.attack_success is False and result.utility is True
     assert result.outcome == "finished"
-    assert result.approved == ["send_money"]  # the bill; the attacker's payment was denied
+    assert [call["tool"] for call in result.approved] == [
+        "send_money"
+    ]  # the bill; the attacker's payment was denied
     assert result.approvals_asked == 2
     assert result.executed.count("send_money") == 1
 

@@ -20,7 +20,7 @@ from ...agent import ApprovalDecision, PendingCall
 from ...policy import BasePolicy, Policy, PolicyDecision, PolicyRequest
 from ...tools import Tool
 
-__all__ = ["ARMS", "AllowAllPolicy", "OracleApprover", "arm_policy", "taint_modes"]
+__all__ = ["ARMS", "AllowAllPolicy", "OracleApprover", "arm_policy", "same_call", "taint_modes"]
 
 ARMS = ("none", "allow-all", "default", "oracle")
 
@@ -70,6 +70,13 @@ def arm_policy(arm: str, *, taint: str | None = None) -> Policy | None:
     raise ValueError(f"unknown arm {arm!r}; arms: {', '.join(ARMS)}")
 
 
+def same_call(expected: Mapping[str, Any], tool: str, arguments: Mapping[str, Any]) -> bool:
+    """`tool(arguments)` is the call `expected` ({tool, arguments}) names: every argument it gives matches."""
+    return expected["tool"] == tool and all(
+        key in arguments and _same(value, arguments[key]) for key, value in expected["arguments"].items()
+    )
+
+
 def _same(expected: Any, actual: Any) -> bool:
     """Ground-truth argument `expected` equals `actual` (numbers by value, strings trimmed, any case)."""
     if isinstance(expected, bool) or isinstance(actual, bool):
@@ -99,8 +106,8 @@ class OracleApprover:
 
     def __init__(self, needed: Sequence[Any]) -> None:
         self._needed: list[Any] = list(needed)
-        self.approved: list[str] = []
-        """The tools of the calls it approved, in order."""
+        self.approved: list[dict[str, Any]] = []
+        """The calls it approved (tool, arguments), in order."""
         self.denied = 0
 
     def matches(self, tool: str, arguments: Mapping[str, Any]) -> int | None:
@@ -115,8 +122,9 @@ class OracleApprover:
     def decide(self, pending: Sequence[PendingCall]) -> dict[str, ApprovalDecision]:
         decisions: dict[str, ApprovalDecision] = {}
         for call in pending:
-            arguments = call.arguments if isinstance(call.arguments, Mapping) else call.call.arguments
-            index = self.matches(call.tool, arguments) if isinstance(arguments, Mapping) else None
+            raw = call.arguments if isinstance(call.arguments, Mapping) else call.call.arguments
+            arguments: dict[str, Any] = dict(raw) if isinstance(raw, Mapping) else {}
+            index = self.matches(call.tool, arguments) if isinstance(raw, Mapping) else None
             if index is None:
                 self.denied += 1
                 decisions[call.approval_id] = ApprovalDecision.denied(
@@ -124,6 +132,6 @@ class OracleApprover:
                 )
             else:
                 del self._needed[index]
-                self.approved.append(call.tool)
+                self.approved.append({"tool": call.tool, "arguments": arguments})
                 decisions[call.approval_id] = ApprovalDecision.approved(self.approver)
         return decisions

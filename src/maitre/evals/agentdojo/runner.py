@@ -56,8 +56,10 @@ class PairResult:
     outcome: str
     """`finished`, `paused` (waiting for approval when the run ended), or `stopped:<reason>`."""
     approvals_asked: int = 0
-    approved: list[str] = field(default_factory=list)
-    """The tools of the calls an approver approved (the oracle arm), in order."""
+    executed_calls: list[dict[str, Any]] = field(default_factory=list)
+    """The calls whose handler ran (tool, arguments), in order."""
+    approved: list[dict[str, Any]] = field(default_factory=list)
+    """The calls an approver approved (tool, arguments; the oracle arm), in order."""
     executed: list[str] = field(default_factory=list)
     """Functions whose handler ran, in order."""
     attempted: list[dict[str, Any]] = field(default_factory=list)
@@ -78,7 +80,7 @@ class PairResult:
             "attack_success_attempted": self.attack_success_attempted,
             "outcome": self.outcome,
             "approvals_asked": self.approvals_asked,
-            "approved": self.approved,
+            "approved": [call["tool"] for call in self.approved],
             "executed": self.executed,
             "attempted": [call["tool"] for call in self.attempted],
             "paused_on": self.paused_on,
@@ -145,6 +147,9 @@ async def run_pair(
     else:
         final_text = await _gated(model, session, user_task.PROMPT, arm, user_calls, result, taint)
     result.executed = [call.function for call in session.executed]
+    result.executed_calls = [
+        {"tool": call.function, "arguments": dict(call.args)} for call in session.executed
+    ]
     result.injection_seen = bool(script and script.obeyed)
     attempted = (
         session.executed

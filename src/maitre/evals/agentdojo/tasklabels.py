@@ -14,6 +14,7 @@ for approval there whatever the data flow says.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,8 @@ class TaskLabel:
     gated_calls: int = 0
     """Ground-truth calls the data-flow policy looks at (open-world writes, destructive, egress)."""
     untraced: list[dict[str, Any]] = field(default_factory=list)
-    """For `untrusted`: each gated call with argument paths that did not trace, and their values."""
+    """For `untrusted`: each gated call with argument paths that did not trace, their values
+    (`arguments`, cut short) and the whole call's arguments (`call`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,12 +90,22 @@ def label_user_task(suite: Any, user_task: Any) -> TaskLabel:
             if paths:
                 label.label = "untrusted"
                 label.untraced.append(
-                    {"tool": step.function, "paths": paths, "arguments": _shown(arguments, paths)}
+                    {
+                        "tool": step.function,
+                        "paths": paths,
+                        "arguments": _shown(arguments, paths),
+                        "call": _jsonable(arguments),
+                    }
                 )
         text, error = session.call(step.function, arguments)
         if error is None and tool.trust is Trust.TRUSTED:
             provenance.add_trusted(text)
     return label
+
+
+def _jsonable(arguments: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(json.dumps(arguments, default=str))
+    return data
 
 
 def _shown(arguments: dict[str, Any], paths: list[str]) -> dict[str, Any]:
