@@ -18,7 +18,7 @@ from typing import Any
 
 from . import _dojo
 
-__all__ = ["OWN_ATTACKS", "EncodedEgress", "SpacedIban", "TrustedWords", "own_attacks"]
+__all__ = ["EncodedEgress", "OWN_ATTACKS", "SpacedIban", "TrustedWords", "own_attacks"]
 
 _ATTACKER_IBAN = "US133000000121212121212"
 _ATTACKER_HOST = "www.secure-systems-252.com"
