@@ -357,3 +357,26 @@ def test_a_version_one_postgres_store_must_configure_its_secret_then_it_moves_ou
     finally:
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]
+
+
+def test_processes_opening_a_new_file_at_once_agree_on_one_key(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "race.db"
+    script = (
+        "import sys\n"
+        "from maitre.embeddings import HashingEmbedder\n"
+        "from maitre.memory import MemoryStore\n"
+        "s = MemoryStore.sqlite(sys.argv[1], embedder=HashingEmbedder())\n"
+        "s.write(sys.argv[2], 'city', 'Zorbluxville', source='m')\n"
+        "s.delete(sys.argv[2], 'city')\n"
+        "s.close()\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(path), f"user{i}"]) for i in range(3)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    store = MemoryStore.sqlite(path, embedder=HashingEmbedder())
+    for i in range(3):
+        assert store.apply(f"user{i}", Candidate(key="city", value=CITY)).action == WriteAction.BLOCKED
+    store.close()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

@@ -136,6 +136,17 @@ def create_key_file(path: Path, secret: bytes | None = None) -> bytes:
             existing = read_key_file(path)
             assert existing is not None
             return existing
+        except OSError:  # no hard links on this filesystem: exclusive create, written in one call
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                existing = read_key_file(path)
+                assert existing is not None
+                return existing
+            with os.fdopen(fd, "w", encoding="ascii") as f:
+                f.write(f"hex:{key.hex()}\n")
+                f.flush()
+                os.fsync(f.fileno())
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
