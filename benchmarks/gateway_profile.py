@@ -191,6 +191,11 @@ def wrap_stores(seams: Seams, stores: Any) -> None:
 EXPERIMENTS = ("jwt_cache", "httptools", "uvloop", "pg_pipeline", "lean_client", "one_write", "sdk_calls")
 """What `--variants` can turn on (joined with `+`; `base` is none of them):
 
+Since `maitre.mcp.direct_call` and `maitre.mcp.remembered_tokens`, the gateway posts 2026-07-28 calls
+directly, writes each request once and remembers verified tokens by itself: `lean_client`,
+`one_write` and `jwt_cache` measured those changes before they were made and now add little or
+nothing; `sdk_calls` measures the direct path against the SDK session's.
+
 - `jwt_cache`: `JWTVerifier.decode` remembers a verified token's claims (keyed by the whole token,
   bounded, at most 60 s, never past `exp`), so a client sending the same bearer token again is not
   verified again (the proposed change to `maitre/mcp/auth.py`).
