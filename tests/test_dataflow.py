@@ -4,6 +4,7 @@ transformations of untrusted values it must not trace (attacks of our own, not a
 from __future__ import annotations
 
 import base64
+import json
 import time
 import urllib.parse
 
@@ -265,3 +266,12 @@ def test_adding_text_is_cheap_until_something_is_traced():
 def test_normalise_text():
     assert normalise_text("  Ｈｅｌｌｏ\u200b\tWORLD\n\n ß ") == "hello world ss"
     assert normalise_text("a\x00b\x07c") == "abc"
+
+
+def test_a_string_inside_a_json_result_is_traced_as_the_model_reads_it():
+    """Results reach the model as JSON text: `\\n`, `\\"` and `\\u00e9` are how the string is spelled
+    there, not what the model copies."""
+    p = Provenance()
+    p.add_trusted(json.dumps({"body": 'Line one\nHe said "hi" at the café'}, ensure_ascii=True))
+    assert p.untraced({"body": 'Line one\nHe said "hi" at the café'}) == []
+    assert p.untraced({"body": 'He said "bye"'}) == ["body"]

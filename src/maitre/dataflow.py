@@ -67,6 +67,7 @@ Limits, stated honestly:
 from __future__ import annotations
 
 import functools
+import json
 import re
 import unicodedata
 from collections.abc import Iterator, Mapping
@@ -195,7 +196,7 @@ class _Segment:
     __slots__ = ("numbers", "text")
 
     def __init__(self, raw: str) -> None:
-        self.text = normalise_text(raw)
+        self.text = normalise_text(_unescaped(raw))
         numbers: set[str] = set()
         for match in _NUMBER_TEXT.finditer(self.text):
             sign, digits = match.group(1), match.group(2)
@@ -571,11 +572,34 @@ def _suspect_text(value: Any) -> str | None:
     return normalised if len(normalised.replace(" ", "")) >= _MIN_SUSPECT_CHARS else None
 
 
+def _unescaped(text: str) -> str:
+    """`text`, plus the strings inside it when it is JSON with escapes (`\\n`, `\\"`, `\\u00e9`): a
+    result's content is JSON text, and the model copies the string, not its escaped spelling."""
+    if "\\" not in text or text[:1] not in '{["':
+        return text
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    strings: list[str] = []
+    stack = [data]
+    while stack and len(strings) < _MAX_LEAVES:
+        item = stack.pop()
+        if isinstance(item, str):
+            strings.append(item)
+        elif isinstance(item, dict):
+            strings.extend(str(key) for key in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return text + "\n" + "\n".join(reversed(strings))
+
+
 def _masked(text: str, suspects: list[str]) -> str:
     """`text` normalised with every occurrence of a suspect replaced by the separator."""
     if not suspects:
         return text
-    normalised = normalise_text(text)
+    normalised = normalise_text(_unescaped(text))
     for suspect in suspects:
         if suspect.replace(" ", "").replace(".", "").isdigit():
             pattern = re.compile(r"(?<!\d)" + r"[.,]?".join(re.escape(c) for c in suspect) + r"(?!\d)")
