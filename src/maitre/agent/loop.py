@@ -43,7 +43,7 @@ from ..stores import Stores
 from ..tokens import count_tokens
 from ..tools import Tool, Toolbox
 from ..tracing import agent_span, end_agent_span, tracing_enabled
-from ..types import ErrorCode, Principal, ToolCall, ToolError, ToolResult
+from ..types import ErrorCode, Principal, ToolCall, ToolError, ToolResult, Trust
 from .context_manager import ContextManager
 from .limits import Limits, StopReason
 from .notes import notes_toolbox
@@ -65,6 +65,11 @@ _REASONS = {
     StopReason.BUDGET_EXCEEDED: "the tool budget for this run is used up",
     StopReason.MODEL_ERROR: "the model could not be reached",
 }
+
+
+_SUMMARY_HEADER = "[Summary of the earlier conversation, written to save context]"
+"""Starts the user message that replaces summarised turns: the model wrote it, so it is not the
+user's request (`Agent._provenance` leaves it out)."""
 
 
 @dataclass(kw_only=True, frozen=True, init=False)
@@ -291,15 +296,23 @@ class Agent:
         return run
 
     def _provenance(self, messages: Sequence[Message]) -> Provenance:
-        """The run's trusted text to start with: the developer's system prompt and what the user
-        said. The gate adds trusted results; the policy traces a tainted run's write and egress
-        arguments to it (`maitre.dataflow`)."""
+        """The run's trusted text to start with: the developer's system prompt, what the user
+        said, and the trusted tool results of a conversation passed in (up to its first untrusted
+        one). The gate adds trusted results; the policy traces a tainted run's write and egress
+        arguments to it (`maitre.dataflow`). The model's own turns, and the summaries of earlier
+        turns it wrote, are not trusted text."""
         provenance = Provenance()
         if self.system:
             provenance.add_request(self.system)
+        untrusted_seen = False  # after it, a trusted result may echo what the model took from it
         for message in messages:
             if isinstance(message, UserMessage):
-                provenance.add_request(message.content)
+                if not message.content.startswith(_SUMMARY_HEADER):  # the model wrote a summary
+                    provenance.add_request(message.content)
+            elif isinstance(message, ToolResultMessage):
+                untrusted_seen = untrusted_seen or message.trust is not Trust.TRUSTED
+                if not untrusted_seen and not message.is_error:
+                    provenance.add_trusted(message.content)
         return provenance
 
     def run_sync(
@@ -599,9 +612,7 @@ class Agent:
         except ModelError:
             return messages
         self._account(run, response.usage, response.model)
-        summary = UserMessage(
-            content=f"[Summary of the earlier conversation, written to save context]\n{response.text}"
-        )
+        summary = UserMessage(content=f"{_SUMMARY_HEADER}\n{response.text}")
         run.messages = [summary, *tail]
         self._emit(run, "context_summarised", messages_replaced=len(head))
         return run.messages
