@@ -57,6 +57,9 @@ Limits, stated honestly:
   text names, never to one that only untrusted content named.
 - Short, common values (a 4-letter word, `10`) are easy to find in a large corpus: a value the
   attacker wants that is already in the user's request or a trusted result is traced by design.
+- Each leaf is traced on its own. A destination a tool assembles from several arguments (`user`
+  and `domain`, or a list of letters) can be spelled out of trusted pieces the attacker picked;
+  keep a destination in one argument (an address, a URL, an IBAN) so it is traced whole.
 - Laundering masks only echoes that keep the suspect's characters (case, width and spacing aside);
   a trusted tool that re-encodes its input (returns it base64-encoded, reversed, split over fields
   with other text between) is not recognised. Label such tools untrusted.
