@@ -275,3 +275,20 @@ def test_a_string_inside_a_json_result_is_traced_as_the_model_reads_it():
     p.add_trusted(json.dumps({"body": 'Line one\nHe said "hi" at the café'}, ensure_ascii=True))
     assert p.untraced({"body": 'Line one\nHe said "hi" at the café'}) == []
     assert p.untraced({"body": 'He said "bye"'}) == ["body"]
+
+
+def test_spaces_come_and_go_next_to_digits_only():
+    """`DE89 3704` is `DE893704`, but two trusted words run together are a new value: an attacker
+    could register `x.comor` from a trusted "bob@x.com or alice"."""
+    p = Provenance()
+    p.add_request("write to bob@x.com or alice; call +49 30 1234567; the Rent May note")
+    assert p.untraced({"to": "bob@x.comor", "name": "rentmay"}) == ["to", "name"]
+    assert p.untraced({"to": "bob@x.com", "phone": "+49301234567", "name": "rent may"}) == []
+
+
+def test_an_echo_re_spaced_between_letters_is_still_masked():
+    p = Provenance()
+    p.add_request("book a table")
+    p.note_arguments({"company": "evilcorpltd"})
+    p.add_trusted("No company named evil corp ltd was found.")
+    assert p.untraced({"a": "evil corp ltd", "b": "evilcorpltd"}) == ["a", "b"]

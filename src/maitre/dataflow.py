@@ -23,8 +23,9 @@ How a leaf of the arguments is traced (`Provenance.untraced`):
   schema is traced: the developer wrote it.
 - A string is traced when its normalised form occurs in the trusted corpus aligned on token
   boundaries (it does not start or end inside a word: `evil` is not found in `medieval`), allowing
-  a space to be added or removed between any two characters (a user's `DE89 3704 ...` traces the
-  model's `DE893704...`). Spaces are the only such transformation: splitting, re-encoding
+  a space to be added or removed next to a digit (a user's `DE89 3704 ...` traces the model's
+  `DE893704...`) but not between two letters (`x.com or` does not trace `x.comor`). Spaces are the
+  only such transformation: splitting, re-encoding
   (base64, hex, URL-encoding), reversing or re-assembling an untrusted value never yields text
   the trusted corpus contains, so those come out untraced.
 - A number (or a string that is a plain number) is traced when the same value occurs as a number
@@ -149,11 +150,27 @@ def _word(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
-def _spaced_pattern(normalised: str) -> re.Pattern[str]:
-    """A pattern for `normalised` on token boundaries, where a space may be added or removed
-    between any two characters (the corpus holds single spaces only)."""
+def _spaced_pattern(normalised: str, *, any_spacing: bool = False) -> re.Pattern[str]:
+    """A pattern for `normalised` on token boundaries (the corpus holds single spaces only).
+
+    Next to a digit a space may be added or removed (`DE89 3704` is `DE893704`, `+49 30 12` is
+    `+493012`); elsewhere the value's own spacing must match, so two trusted words cannot be run
+    together into a new one (`x.com or` is not `x.comor`). `any_spacing` lets a space come or go
+    anywhere: what masking uses, to catch an echo however it was re-spaced."""
     chars = normalised.replace(" ", "")
-    body = " ?".join(re.escape(char) for char in chars)
+    spaced_after: list[bool] = []
+    for index, char in enumerate(normalised):
+        if char == " ":
+            continue
+        spaced_after.append(normalised[index + 1 : index + 2] == " ")
+    body = re.escape(chars[0])
+    for index in range(1, len(chars)):
+        before, char = chars[index - 1], chars[index]
+        if any_spacing or before.isdigit() or char.isdigit():
+            body += " ?"
+        elif spaced_after[index - 1]:
+            body += " "
+        body += re.escape(char)
     start = r"(?<!\w)" if _word(chars[0]) else ""
     end = r"(?!\w)" if _word(chars[-1]) else ""
     return re.compile(start + body + end)
@@ -607,6 +624,6 @@ def _masked(text: str, suspects: list[str]) -> str:
         if suspect.replace(" ", "").replace(".", "").isdigit():
             pattern = re.compile(r"(?<!\d)" + r"[.,]?".join(re.escape(c) for c in suspect) + r"(?!\d)")
         else:
-            pattern = _spaced_pattern(suspect)
+            pattern = _spaced_pattern(suspect, any_spacing=True)
         normalised = pattern.sub(_MASK, normalised)
     return normalised
