@@ -321,11 +321,12 @@ def test_the_extras_table_is_what_pyproject_installs() -> None:
     declared = {
         name: deps
         for name, deps in pyproject["project"]["optional-dependencies"].items()
-        if name not in ("dev", "bench", "agentdojo")
+        if name not in ("dev", "bench", "agentdojo", "fast")
     }
     text = README.read_text(encoding="utf-8")
-    # The benchmark's extra is not an integration (not in `all`), but a user still reads its name.
-    assert "maitre[agentdojo]" in text, "the README does not say how to install the AgentDojo extra"
+    # The benchmark's and the speed extras are not integrations (not in `all`), but a user still reads its name.
+    for outside_all in ("agentdojo", "fast"):
+        assert f"maitre[{outside_all}]" in text, f"the README does not say what maitre[{outside_all}] is"
     table = _extras_table(text)
     assert set(table) == set(declared) | {""}, "the README's extras differ from pyproject.toml's"
     listed = {name: {p.strip().lower() for p in packages.split(",")} for name, (_, packages) in table.items()}

@@ -30,9 +30,9 @@ from maitre.search import ToolIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONAL = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-NOT_INTEGRATIONS = {"all", "dev", "bench", "agentdojo"}
-"""Extras that add no integration to maitre itself: tooling, and benchmarks' suites (agentdojo pulls
-in langchain, cohere and google-genai, which `all` should not)."""
+NOT_INTEGRATIONS = {"all", "dev", "bench", "agentdojo", "fast"}
+"""Extras that add no integration to maitre itself: tooling, a benchmark's suites (agentdojo pulls
+in langchain, cohere and google-genai, which `all` should not), and speed-ups (fast)."""
 
 
 def _hide(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
