@@ -171,6 +171,7 @@ __all__ = [
     "Backoff",
     "DEFAULT_RECHECK_INTERVAL_S",
     "ElicitationFnT",
+    "IDEMPOTENCY_META_KEY",
     "ImportReport",
     "ListRootsFnT",
     "McpUpstream",
