@@ -181,6 +181,22 @@ async def test_a_host_key_replays_across_different_runs_of_the_same_principal(st
     assert len(ledger.executed) == 2
 
 
+async def test_a_host_key_sent_again_with_other_arguments_is_refused_and_runs_nothing(stores, alice):
+    """The key names one operation: reused for another order it is a conflict, never a replay of
+    the first order's result (which would tell the caller the second one was shipped)."""
+    ledger = Ledger()
+    gate = Gate(ledger.box, stores=stores)
+    click = CallOptions(idempotency_key="click-7f3a")
+    first = await gate.call(ship("o1"), alice, options=click)
+    other = await gate.call(ship("o2", id="c2"), alice, options=click)
+    assert other.is_error and other.error.code == "CONFLICT" and not other.replayed
+    assert other.error.details == {"idempotency": "key_reused"}
+    assert "o1" not in other.content  # the first operation's result is not handed out
+    again = await gate.call(ship("o1", id="c3", run_id="run_two"), alice, options=click)
+    assert again.replayed and again.structured == first.structured  # the same operation still replays
+    assert ledger.executed == [("alice", "o1")]
+
+
 async def test_a_host_key_of_one_user_is_not_usable_by_another(stores, alice):
     """Bob sending Alice's host key executes his own call and never gets her stored result."""
     ledger = Ledger()

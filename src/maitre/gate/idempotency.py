@@ -203,6 +203,8 @@ async def idempotency(ctx: CallContext) -> ToolError | None:
                     key = ctx.idempotency_key = legacy
                     continue
             return await _owned(ctx)
+        if kind == "host" and existing.fingerprint != fingerprint:
+            return _key_reused(ctx)
         if existing.state == "completed" and existing.result is not None:
             _replay(ctx, existing, kind, now)
             return None
@@ -224,6 +226,24 @@ async def idempotency(ctx: CallContext) -> ToolError | None:
         "moment.",
         retry_after_s=1.0,
         details={"idempotency": "contended"},
+    )
+
+
+def _key_reused(ctx: CallContext) -> ToolError:
+    """The host's key already names another operation (other arguments): refuse, run nothing.
+
+    Replaying would tell the caller its new call was handled when only the first one was (a
+    second `send_email` to bob answered "sent to ann"); Stripe and the IETF Idempotency-Key draft
+    answer this with an error too. Only host keys can meet this: a key the runtime mints from the
+    arguments differs when they do, and a business key names the operation by design.
+    """
+    assert ctx.tool is not None
+    ctx.decision = Decision.CONFLICT
+    return ToolError(
+        ErrorCode.CONFLICT,
+        f"This idempotency key was already used for a {ctx.tool.name} call with other arguments; "
+        "nothing ran. A new operation needs a new key.",
+        details={"idempotency": "key_reused"},
     )
 
 
