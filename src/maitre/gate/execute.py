@@ -55,10 +55,25 @@ from ..types import Effect, ErrorCode, Principal, ToolError
 from .base import CallContext
 from .record import RECORD_GRACE_S, record_interrupted
 
-__all__ = ["SYNC_POOL_SIZE", "execute", "invoke_tool", "sync_threads_held"]
+__all__ = ["SYNC_POOL_SIZE", "current_idempotency_key", "execute", "invoke_tool", "sync_threads_held"]
 
 logger = logging.getLogger("maitre.gate")
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+_HANDLER_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "maitre_idempotency_key", default=None
+)
+
+
+def current_idempotency_key() -> str | None:
+    """The key the gate minted for the call whose handler is running now, else None.
+
+    A handler-based tool (an MCP upstream's, say) gets only its arguments; this is how it reads the
+    key to pass the operation's name on (`McpUpstream` sends it in `_meta`), so a retry after a
+    crash names the same operation to a server that deduplicates. Only the runtime's key is here,
+    never one a model chose.
+    """
+    return _HANDLER_KEY.get()
 
 
 async def execute(ctx: CallContext) -> ToolError | None:
@@ -325,7 +340,11 @@ async def invoke_tool(
     """Call the tool's function with validated arguments and injected context."""
     if tool.fn is None:
         assert tool.handler is not None
-        return await tool.handler(validated)
+        token = _HANDLER_KEY.set(key)
+        try:
+            return await tool.handler(validated)
+        finally:
+            _HANDLER_KEY.reset(token)
     kwargs = dict(validated.__dict__) if validated is not None else {}
     for name, kind in tool.context_params.items():
         if issubclass(kind, Principal):

@@ -141,6 +141,7 @@ from pydantic import ValidationError
 from mcp import Client, StdioServerParameters
 
 from ..exceptions import ToolDefinitionError, UserError
+from ..gate.execute import current_idempotency_key
 from ..tools import Tool, Toolbox
 from ..tools.drafts import normalise_schema
 from ..tools.tool import base_name_for
@@ -340,6 +341,11 @@ class McpUpstream:
             progress or logs straight on the session's HTTP client (`maitre.mcp.direct_call`: the
             same request and checks as the SDK's, without its per-request machinery). False sends
             every call through the SDK session; for comparisons.
+        forward_idempotency_keys: send the key the gate minted for each write call in its
+            `_meta` (`io.maitre/idempotencyKey`), so a write retried after a crash or a replica
+            kill names the same operation and an upstream that honours the key (maitre's own
+            servers do) runs it once; other servers ignore an unknown `_meta` entry. Reads carry
+            no key.
     """
 
     def __init__(
@@ -370,6 +376,7 @@ class McpUpstream:
         share_sessions: bool = True,
         credential_for: Callable[[], Awaitable[UpstreamCredential | None]] | None = None,
         direct_calls: bool = True,
+        forward_idempotency_keys: bool = True,
     ) -> None:
         self.target: Target = _stdio(target) if isinstance(target, str) and "://" not in target else target
         self.namespace = namespace
@@ -393,6 +400,7 @@ class McpUpstream:
         self.input_required_max_rounds = input_required_max_rounds
         self.credential_for = credential_for
         self.direct_calls = direct_calls
+        self.forward_idempotency_keys = forward_idempotency_keys
         self.report = ImportReport(server=namespace)
         self.pool = SessionPool(
             self._connect,
@@ -751,7 +759,10 @@ class McpUpstream:
 
         async def handler(arguments: dict[str, Any]) -> Any:
             credential = await self.credential_for() if self.credential_for is not None else None
-            return await self.call(name, arguments, credential=credential)
+            # The gate's key for this write (None for a read): a retry after a crash or a replica
+            # kill names the same operation, so an upstream that honours the key runs it once.
+            key = current_idempotency_key() if self.forward_idempotency_keys else None
+            return await self.call(name, arguments, credential=credential, idempotency_key=key)
 
         # Normalised (draft-04/06/07 forms read as 2020-12) before it is closed: closing first would
         # leave objects inside a draft-07 tuple open. The pin keeps the definition as sent.
