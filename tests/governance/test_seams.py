@@ -126,6 +126,33 @@ async def test_taint_follows_the_principal_when_calls_carry_no_run(shop, stores,
     assert not (await gate.call(_email(id="e2"), bob)).is_error
 
 
+async def test_naming_a_new_run_id_does_not_shed_the_callers_taint(shop, stores, alice):
+    """Found by maitre redteam: after an untrusted read in one run, an open-world write under a
+    run id never used before (or under none) still needs approval - the door's per-principal rule
+    reaches the runs a caller names next, not only its runless calls."""
+    gate = make_gate(shop, stores)
+    await gate.call(_ticket(run_id="run_a"), alice)
+    for run_id in ("run_b", None, "run_c"):
+        sent = await gate.call(_email(id=f"e-{run_id}", run_id=run_id), alice)
+        assert sent.error is not None and sent.error.code == "APPROVAL_REQUIRED", run_id
+        assert sent.approval is not None and sent.approval.rule == "taint"
+    assert shop.emails == []
+    assert not (await gate.call(_email(id="e-bob", run_id="run_b"), bob)).is_error  # Bob read nothing
+
+
+async def test_an_agents_run_keeps_its_taint_to_itself(shop, stores, alice):
+    """An agent's run traces its own data: its untrusted read does not taint the principal's
+    other calls (the per-principal rule is for the doors' runs, which trace nothing)."""
+    gate = make_gate(shop, stores)
+    run = gate.new_run(alice)
+    from maitre.dataflow import Provenance
+
+    run.provenance = Provenance()
+    await gate.call(_ticket(), alice, run)
+    assert run.tainted
+    assert not (await gate.call(_email(run_id="run_other"), alice)).is_error
+
+
 async def test_the_runless_taint_window_ends(shop, stores, alice):
     """With the window off, a runless call starts untainted (the setting is honoured)."""
     gate = make_gate(shop, stores, limits=GateLimits(taint_window_s=0))

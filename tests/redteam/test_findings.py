@@ -162,19 +162,13 @@ def test_the_weak_server_imported_into_maitre_is_held(results) -> None:
     assert crossed and {c.attempts[-1].error_code for c in crossed} == {"INVALID_STATE"}  # not another tool's
 
 
-TAINT_BY_RUN_ID = "result_injection/support.search_tickets->support.send_email:new-run"
-"""A defect the red team found in maitre (reported, not fixed here: src/maitre/gate/pipeline.py is
-not this suite's): at the MCP door, a caller that read untrusted content and then sends an
-open-world write under a run id it has not used before gets a fresh, untainted run - the
-per-principal taint only reaches calls with no run id. Allowed to go either way, so the test holds
-before and after the fix; every other attack must be blocked."""
-
-
 @pytest.mark.parametrize("name", ["default", "served"])
 def test_maitre_default_policy_blocks_every_attack(results, name: str) -> None:
     result, _ = results[name]
     through = [(c.id, c.outcome, c.why) for c in result.cases if c.outcome != "blocked"]
-    assert [t for t in through if t[0] != TAINT_BY_RUN_ID] == []
+    # Including result_injection's new-run case: the red team found that a caller could shed the
+    # door's per-principal taint by naming a run id it had not used (fixed in gate/pipeline.py).
+    assert through == []
     plugins = {c.plugin for c in result.cases}
     assert plugins == set(PLUGINS)  # every plugin had something to try, and it was blocked
     codes = {a.error_code for c in result.cases for a in c.attempts}

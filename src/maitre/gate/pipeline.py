@@ -256,7 +256,7 @@ class Gate:
 
         A run object the host passes is used when it is this principal's (or has none yet). A run
         id alone is looked up by (tenant, user, id), so another principal naming it gets its own
-        fresh run. No run id: a throwaway run carrying the principal's recent taint.
+        fresh run. No run id: a throwaway run. Both start with the principal's recent taint (`_taint`).
         """
         if run is not None:
             if run.principal is None:
@@ -267,19 +267,13 @@ class Gate:
         else:
             run_id = call.run_id if isinstance(call.run_id, str) and call.run_id else None
         if run_id is None:
-            fresh = RunContext(principal=principal, ephemeral=True)
-            taint = self._principal_taint.get((principal.tenant, principal.user))
-            if taint is not None:
-                until, source = taint
-                if until > time.monotonic():
-                    fresh.tainted, fresh.taint_source = True, source
-                else:
-                    del self._principal_taint[(principal.tenant, principal.user)]
-            return fresh
+            return self._carry_taint(RunContext(principal=principal, ephemeral=True))
         key = (principal.tenant, principal.user, run_id)
         tracked = self._runs.get(key)
         if tracked is None:
-            tracked = RunContext(run_id=run_id, principal=principal)
+            # A run id the caller names for the first time is a fresh run, but not a clean slate:
+            # a client (or an injected model driving one) must not shed taint by naming a new id.
+            tracked = self._carry_taint(RunContext(run_id=run_id, principal=principal))
             self._runs[key] = tracked
             if len(self._runs) > _MAX_TRACKED_RUNS:
                 self._runs.popitem(last=False)
@@ -287,17 +281,35 @@ class Gate:
             self._runs.move_to_end(key)
         return tracked
 
+    def _carry_taint(self, fresh: RunContext) -> RunContext:
+        """`fresh`, tainted when its principal read untrusted content within the taint window."""
+        assert fresh.principal is not None
+        key = (fresh.principal.tenant, fresh.principal.user)
+        taint = self._principal_taint.get(key)
+        if taint is not None:
+            until, source = taint
+            if until > time.monotonic():
+                fresh.tainted, fresh.taint_source = True, source
+            else:
+                del self._principal_taint[key]
+        return fresh
+
     def _taint(self, ctx: CallContext) -> None:
-        """Untrusted output entered the run: mark it, remember the source, and for a call outside
-        any run let the taint follow the principal for the configured window."""
+        """Untrusted output entered the run: mark it, remember the source, and for a run the gate
+        keeps for a door (no run id, or one a client names) let the taint follow the principal for
+        the configured window, into its runless calls and the runs it names next. A run object the
+        host passes (an agent's, which traces its own data in `RunContext.provenance`) keeps its
+        taint to itself."""
         run = ctx.run
         tool = ctx.tool
         assert tool is not None
         source = TaintSource(tool=tool.name, call_id=str(ctx.call.id)[:200], at=time.time())
         if not run.tainted:
             run.tainted, run.taint_source = True, source
-        if run.ephemeral and self.limits.taint_window_s > 0:
-            key = (ctx.principal.tenant, ctx.principal.user)
+        principal = ctx.principal
+        door_run = run.ephemeral or self._runs.get((principal.tenant, principal.user, run.run_id)) is run
+        if door_run and run.provenance is None and self.limits.taint_window_s > 0:
+            key = (principal.tenant, principal.user)
             self._principal_taint[key] = (time.monotonic() + self.limits.taint_window_s, source)
             self._principal_taint.move_to_end(key)
             if len(self._principal_taint) > _MAX_TRACKED_RUNS:
