@@ -69,6 +69,8 @@ FILLER_KEYS = (
     "note",
 )
 POLICY = MemoryPolicy(multi_valued=DEFAULT_MULTI_VALUED | set(FILLER_KEYS))
+BENCH_SECRET = "maitre-bench-tombstone-secret"
+"""Postgres stores need their tombstone secret from configuration (a throwaway one here)."""
 
 
 def log(msg: str) -> None:
@@ -687,7 +689,12 @@ def make_backends(names: Iterable[str], embedder: Any, workdir: Path) -> list[Ba
                 Backend(
                     name="Postgres 5432 (BYTEA + numpy)",
                     open=lambda s=schema: MemoryStore.postgres(
-                        PG_DSN, schema=s, pgvector=False, embedder=embedder, policy=POLICY
+                        PG_DSN,
+                        schema=s,
+                        pgvector=False,
+                        embedder=embedder,
+                        policy=POLICY,
+                        secret=BENCH_SECRET,
                     ),
                     cleanup=drop,
                 )
@@ -704,7 +711,12 @@ def make_backends(names: Iterable[str], embedder: Any, workdir: Path) -> list[Ba
                 Backend(
                     name="Postgres 16 + pgvector (pgserver)",
                     open=lambda u=uri: MemoryStore.postgres(
-                        u, schema="bench", pgvector=True, embedder=embedder, policy=POLICY
+                        u,
+                        schema="bench",
+                        pgvector=True,
+                        embedder=embedder,
+                        policy=POLICY,
+                        secret=BENCH_SECRET,
                     ),
                     cleanup=server.cleanup,
                 )
