@@ -328,3 +328,52 @@ async def test_a_passed_conversation_seeds_only_what_the_run_may_trust():
     traced = {"a": "FR14TRUSTED1", "b": "Kx-17", "c": "ACME-HOMES"}
     untraced = {"d": "GB00SUMMARY1", "e": "GB00INBOX1", "f": "GB00ECHO1"}
     assert run.context.provenance.untraced({**traced, **untraced}) == ["d", "e", "f"]
+
+
+async def test_a_conversation_passed_in_with_an_untrusted_result_starts_the_run_tainted():
+    """The injected email is already in the history the host passes (an earlier turn read it):
+    the model reads it either way, so the attacker's payment still pauses; a payment the user
+    asked for in the new turn still runs."""
+    from maitre.messages import AssistantMessage, ToolResultMessage, UserMessage
+    from maitre.types import Trust
+
+    history = [
+        UserMessage(content="Summarise my inbox."),
+        AssistantMessage(tool_calls=[ToolCall(id="c0", name="read_inbox", arguments={})]),
+        ToolResultMessage(call_id="c0", name="read_inbox", content=INJECTION, trust=Trust.UNTRUSTED),
+        AssistantMessage(text="Your newest email asks for a payment."),
+    ]
+    executed: list = []
+    pay_attacker = ScriptedModel(
+        [
+            Rule(
+                "pay",
+                when=last_user_says("rent"),
+                then=lambda r: call("send_money", iban=ATTACKER_IBAN, amount=1250, subject="rent"),
+                once=True,
+            ),
+            Rule("done", when=lambda r: True, then="done"),
+        ]
+    )
+    turn = [*history, UserMessage(content="Now pay the rent as usual.")]
+    run = await Agent(pay_attacker, bank(executed)).run(turn, ALICE)
+    assert run.context.tainted and run.context.taint_source.tool == "read_inbox"
+    assert run.status is RunStatus.PAUSED and executed == []
+    assert run.pending[0].ticket.rule == "taint"
+    pay_user = ScriptedModel(
+        [
+            Rule(
+                "pay",
+                when=last_user_says("rent"),
+                then=lambda r: call(
+                    "send_money", iban="DE89370400440532013000", amount=1250.0, subject="rent may"
+                ),
+                once=True,
+            ),
+            Rule("done", when=lambda r: True, then="done"),
+        ]
+    )
+    asked = [*history, UserMessage(content=f"Now send 1,250.00 EUR to {USER_IBAN}, subject 'Rent May'.")]
+    run = await Agent(pay_user, bank(executed)).run(asked, ALICE)
+    assert run.status is RunStatus.FINISHED and run.context.tainted
+    assert [name for name, _ in executed] == ["send_money"]

@@ -29,7 +29,7 @@ import anyio
 from opentelemetry.trace import Span
 
 from .._sync import run_sync
-from ..context import new_run_id
+from ..context import RunContext, new_run_id
 from ..dataflow import Provenance
 from ..exceptions import UserError
 from ..gate import CallOptions, Gate
@@ -43,7 +43,7 @@ from ..stores import Stores
 from ..tokens import count_tokens
 from ..tools import Tool, Toolbox
 from ..tracing import agent_span, end_agent_span, tracing_enabled
-from ..types import ErrorCode, Principal, ToolCall, ToolError, ToolResult, Trust
+from ..types import ErrorCode, Principal, TaintSource, ToolCall, ToolError, ToolResult, Trust
 from .context_manager import ContextManager
 from .limits import Limits, StopReason
 from .notes import notes_toolbox
@@ -285,6 +285,7 @@ class Agent:
             id=run_id, principal=principal, messages=messages, context=self.gate.new_run(principal, run_id)
         )
         run.context.provenance = self._provenance(messages)
+        _taint_from_conversation(run.context, messages)
         if self.core_tools is not None:
             run.context.visible_tools = set(self.core_tools)
         if not tracing_enabled():
@@ -791,3 +792,16 @@ def _brake_message(run: Run, reason: StopReason) -> str:
 
 def _owns(principal: Principal, run: Run) -> bool:
     return run.principal.tenant == principal.tenant and run.principal.user == principal.user
+
+
+def _taint_from_conversation(context: RunContext, messages: Sequence[Message]) -> None:
+    """A conversation passed to `Agent.run` that already holds an untrusted tool result starts
+    the run tainted, as the gate would have marked it had the result come through this run: the
+    model reads that text either way, so an instruction in it must not reach a write unasked."""
+    for message in messages:
+        if isinstance(message, ToolResultMessage) and message.trust is not Trust.TRUSTED:
+            context.tainted = True
+            context.taint_source = TaintSource(
+                tool=message.name, call_id=message.call_id[:200], at=time.time()
+            )
+            return
