@@ -88,6 +88,7 @@ def test_pyproject_tool_maitre_is_read_and_a_pyproject_without_it_is_passed_over
         ),
         ('[auth]\nissuer = "https://id"\n', "audience"),
         ('[policy.matrix]\n"write.huge" = "allow"\n', "write.huge"),
+        ('[policy]\ntaint = "sometimes"\n', "taint"),
         ('stores = "redis://127.0.0.1"\n', "rate limits"),
         ("[budgets]\nper_class = { sideways = 1 }\n", "sideways"),
         ("[mcp.upstreams.gh]\nheaders = {}\n", "url or command"),
@@ -201,6 +202,8 @@ def test_the_policy_and_budgets_sections_build_what_the_gate_runs_with():
     assert (
         policy.matrix[(Effect.WRITE, Risk.MEDIUM)] is Action.APPROVAL and policy.approver_role == "approver"
     )
+    assert policy.taint == "data-flow"  # the default; the file can ask for the whole-run rule
+    assert MaitreConfig.model_validate({"policy": {"taint": "run"}}).policy.build().taint == "run"
     budgets = config.budgets.build()
     assert budgets.max_calls_per_run == 5 and budgets.rate_limit is not None and budgets.rate_limit.burst == 3
 

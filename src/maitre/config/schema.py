@@ -214,7 +214,11 @@ class PolicyConfig(_Section):
     approver_role: str | None = None
     """When set, only principals with this role may approve."""
     taint_requires_approval: bool = True
-    """Untrusted content in a run makes open-world writes need approval."""
+    """Untrusted content in a run makes open-world writes and egress reads need approval."""
+    taint: Literal["data-flow", "run"] = "data-flow"
+    """After untrusted content: ask only for argument values that cannot be traced to the user's
+    request or trusted results (`data-flow`, in an agent's runs), or for every open-world write
+    and egress read (`run`). Runs that trace nothing (the MCP and gateway doors') use `run` anyway."""
     matrix: dict[str, Literal["allow", "deny", "needs_approval"]] = Field(default_factory=dict)
     """Changes to the risk matrix, keyed `effect.risk`, e.g. `"write.medium" = "needs_approval"`."""
 
@@ -243,6 +247,7 @@ class PolicyConfig(_Section):
             allow_self_approval=self.allow_self_approval,
             approver_role=self.approver_role,
             taint_requires_approval=self.taint_requires_approval,
+            taint=self.taint,
         )
 
 
