@@ -68,7 +68,7 @@ async def test_an_approval_for_another_run_or_principal_does_not_match(shop, sto
     approval_id = first.error.details["approval_id"]
     await gate.approvals.approve(approval_id, "manager")
     other_run = await gate.call(refund_call(), alice, gate.new_run(alice), approval_id=approval_id)
-    assert other_run.error.code == "APPROVAL_REQUIRED"
+    assert other_run.error.code == "INVALID_STATE" and other_run.error.details["reason"] == "other_run"
     mallory = Principal(user="mallory", tenant="evil")
     stolen = await gate.call(refund_call(), mallory, gate.new_run(mallory), approval_id=approval_id)
     assert stolen.error.code in ("INVALID_STATE", "PERMISSION_DENIED")

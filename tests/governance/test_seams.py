@@ -337,3 +337,29 @@ def make_gate_for(box):
     from maitre import Gate
 
     return Gate(box)
+
+
+async def test_an_approval_replayed_in_another_run_is_refused_without_opening_requests(shop, stores, alice):
+    """Found by maitre redteam: an approval id from run A, sent with the same call in run B, was
+    answered "the earlier approval covers different arguments" (steering a model to change them)
+    and opened a new pending request each time. It is for its own run only, said so, and asks no one."""
+    gate = make_gate(shop, stores)
+
+    def large(run_id: str, id: str = "c1") -> ToolCall:
+        arguments = {"order_id": "ORD-00000001", "amount": "4500.00"}
+        return ToolCall(id=id, name="shop.issue_large_refund", arguments=arguments, run_id=run_id)
+
+    asked = await gate.call(large("run_a"), alice)
+    approval_id = asked.error.details["approval_id"]
+    await gate.approvals.approve(approval_id, Principal(user="manager", tenant="acme"))
+    pending_before = len(await gate.approvals.list(tenant="acme"))
+    for n in range(2):  # (a third would meet the loop guard)
+        replayed = await gate.call(large("run_b", id=f"b{n}"), alice, approval_id=approval_id)
+        assert replayed.error is not None and replayed.error.code == "INVALID_STATE"
+        assert (
+            replayed.error.details["reason"] == "other_run" and "different arguments" not in replayed.content
+        )
+    assert len(await gate.approvals.list(tenant="acme")) == pending_before
+    assert shop.refunds == []
+    done = await gate.call(large("run_a", id="c2"), alice, approval_id=approval_id)  # still good in its run
+    assert not done.is_error and len(shop.refunds) == 1

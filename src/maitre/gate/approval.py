@@ -124,6 +124,16 @@ async def approval(ctx: CallContext) -> ToolError | None:
         ctx.decision = Decision.APPROVAL_MISMATCH
         if ctx.loop_refusal is not None:
             return ctx.loop_refusal  # a repeated call does not get to open new requests
+        if request.run_id != _run_scope(ctx):
+            # An approval is for one run. Said as it is (not "other arguments", which would send a
+            # model changing its arguments), and no new request: replaying an id from run to run
+            # must not fill the approvers' queue.
+            return ToolError(
+                ErrorCode.INVALID_STATE,
+                f"The approval {request.id} was given in another run and does not carry over to this "
+                "one. Call the tool again without an approval id to ask for approval here.",
+                details={"approval_id": request.id, "reason": "other_run"},
+            )
         return await _request(
             ctx, hashed, arguments, now, note="the earlier approval covers different arguments"
         )
