@@ -24,8 +24,9 @@ import typer
 from typer.core import TyperGroup
 
 from .agentdojo_cmds import agentdojo_command
-from .app import App, console, err
+from .app import App, console
 from .errors import CommandError
+from .reports import exit_if_missed, write_report
 
 if TYPE_CHECKING:
     from ..models.base import Model
@@ -164,12 +165,6 @@ def _toolbox_router(factory: Callable[[Any], Any], *, embedder: Any = "default")
     return Router(tools=tools or None, embedder=embedder)
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    err.print(f"wrote {path}", highlight=False, markup=False)
-
-
 @app.command("run")
 def eval_run(
     cases: Path = typer.Argument(
@@ -279,20 +274,10 @@ def eval_run(
     document["thresholds"] = threshold_rows(outcomes)
     console.print(summary_tables(document))
     if json_out is not None:
-        _write(json_out, dumps(document))
+        write_report(json_out, dumps(document))
     if html_out is not None:
-        _write(html_out, render_html(document))
-    missed = [o for o in outcomes if not o.ok]
-    if missed:
-        err.print(
-            "threshold missed: "
-            + ", ".join(
-                f"{o.metric} {o.actual} (needs {o.threshold.op} {o.threshold.value:g})" for o in missed
-            ),
-            highlight=False,
-            markup=False,
-        )
-        raise typer.Exit(1)
+        write_report(html_out, render_html(document))
+    exit_if_missed(outcomes)
 
 
 def _router_label(spec: str, router: Any) -> str:

@@ -7,7 +7,6 @@ prints the summary and writes the reports in `maitre eval`'s formats (JSON, HTML
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import typer
 
 from .app import console, err
 from .errors import CommandError
+from .reports import exit_if_missed, write_report
 
 __all__ = ["EXIT_CODES", "redteam_command"]
 
@@ -38,12 +38,6 @@ def _foreign(values: list[str]) -> dict[str, list[str]]:
             raise CommandError(f"--foreign-id {value!r}: write PARAM=ID (ticket_id=T-2001)", code=2)
         out.setdefault(param.strip(), []).append(ident.strip())
     return out
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    err.print(f"wrote {path}", highlight=False, markup=False)
 
 
 def redteam_command(
@@ -196,18 +190,7 @@ def redteam_command(
         if note.startswith("failed"):
             err.print(f"plugin {name} {note}", highlight=False, markup=False)
     if json_out is not None:
-        _write(json_out, dumps(document))
+        write_report(json_out, dumps(document))
     if html_out is not None:
-        _write(html_out, render_html(document))
-    missed = [o for o in outcomes if not o.ok]
-    if missed:
-        err.print(
-            "threshold missed: "
-            + ", ".join(
-                f"{o.metric} {o.actual} (needs {o.threshold.op} {o.threshold.value:g})" for o in missed
-            ),
-            highlight=False,
-            markup=False,
-        )
-        sys.stderr.flush()
-        raise typer.Exit(1)
+        write_report(html_out, render_html(document))
+    exit_if_missed(outcomes)
