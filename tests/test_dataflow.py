@@ -264,7 +264,9 @@ def test_adding_text_is_cheap_until_something_is_traced():
 
 
 def test_normalise_text():
-    assert normalise_text("  Ｈｅｌｌｏ\u200b\tWORLD\n\n ß ") == "hello world ss"
+    assert (
+        normalise_text("  Ｈｅｌｌｏ\u200b\tWORLD\n\n ß ") == "hello world ß"
+    )  # ß is not ss (another domain)
     assert normalise_text("a\x00b\x07c") == "abc"
 
 

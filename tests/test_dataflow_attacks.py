@@ -215,11 +215,6 @@ def test_a_trusted_tool_failing_with_the_value_in_its_error_does_not_launder_it(
 # == bypasses: tracing ================================================================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bypass: '.', '-' and '+' count as token boundaries, so the tail of the user's address "
-    "after one of them (another mailbox at a public provider) is traced",
-)
 @pytest.mark.parametrize(
     "trusted, attacker",
     [
@@ -232,11 +227,6 @@ def test_the_tail_of_a_trusted_address_is_another_mailbox(trusted, attacker):
     assert _provenance(trusted).untraced({"to": attacker}) == ["to"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bypass: casefold() maps ß to ss and final ς to σ; IDNA2008 keeps them apart, so "
-    "straße.de is another registrable domain than strasse.de",
-)
 def test_sharp_s_names_another_domain():
     assert _provenance("Send the lease to info@strasse.de").untraced({"to": "info@straße.de"}) == ["to"]
 
@@ -251,11 +241,6 @@ def test_a_re_cased_short_link_is_another_destination():
     assert p.untraced({"url": "https://bit.ly/3aBcDeF"}) == ["url"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bypass: a comma or dot between digits is read as a thousands separator whatever the "
-    "group size, so a JSON list [12,50,100] or an IP address traces a large new amount",
-)
 @pytest.mark.parametrize(
     "trusted, amount",
     [
@@ -276,69 +261,39 @@ def _laundered(noted: dict[str, object], echo: str, used: dict[str, object]) -> 
     """What `untraced(used)` says after a tainted, executed call with `noted` whose trusted result
     was `echo` (the order the gate follows: note the arguments, then add the result)."""
     p = _provenance("Please pay this month's rent as usual.")
-    p.note_arguments(noted)
-    p.add_trusted(echo)
+    if not p.note_arguments(noted):  # the gate keeps out the result of a call with untraced values
+        p.add_trusted(echo)
     return p.untraced(used)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bypass: suspects stop at 512 and the overflow fails open; 512 junk values in one "
-    "list argument make the next echo of the attacker's IBAN trusted",
-)
-def test_filling_the_suspect_list_launders_the_next_echo():
+def test_filling_the_suspect_list_does_not_launder_the_next_echo():
     p = _provenance("Please pay this month's rent as usual.")
     p.note_arguments({"names": [f"junk{i:04d}" for i in range(512)]})
-    p.note_arguments({"iban": ATTACKER_IBAN})
-    p.add_trusted(f"No contact has the IBAN {ATTACKER_IBAN}.")
+    if not p.note_arguments({"iban": ATTACKER_IBAN}):
+        p.add_trusted(f"No contact has the IBAN {ATTACKER_IBAN}.")
     assert p.untraced({"iban": ATTACKER_IBAN}) == ["iban"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bypass: the suspect is the whole leaf; a search tool that echoes part of its query "
-    "('no contact matches GB33...') is not masked",
-)
-def test_a_partial_echo_of_a_query_launders_the_iban_inside_it():
+def test_a_partial_echo_of_a_query_does_not_launder_the_iban_inside_it():
     noted = {"query": f"payee with IBAN {ATTACKER_IBAN} please"}
     assert _laundered(noted, f"No contact matches {ATTACKER_IBAN}.", {"iban": ATTACKER_IBAN}) == ["iban"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bypass: masking keeps token boundaries, so suspects a trusted tool glues together "
-    "('GB33BU' + 'KB2020...') are not masked inside the joined echo",
-)
-def test_pieces_a_trusted_tool_joins_are_laundered():
+def test_pieces_a_trusted_tool_joins_are_not_laundered():
     noted = {"country_and_bank": "GB33BU", "rest": "KB20201555555555"}
     assert _laundered(noted, f"Formatted IBAN: {ATTACKER_IBAN}", {"iban": ATTACKER_IBAN}) == ["iban"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bypass: an all-digit suspect is masked with a pattern that allows '.' or ',' between "
-    "digits but not the spaces tracing allows, so a formatter's '0151 5555 5555' launders it",
-)
-def test_a_digit_string_echoed_in_groups_is_laundered():
+def test_a_digit_string_echoed_in_groups_is_not_laundered():
     noted = {"phone": "015155555555"}
     assert _laundered(noted, "No contact with phone 0151 5555 5555.", noted) == ["phone"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bypass: a number suspect is masked by its digits, not its value: 1234.5 echoed as "
-    "'1,234.50' or '1.234,50' is not masked and then traces 1234.5",
-)
 @pytest.mark.parametrize("echo", ["No payment of 1,234.50 EUR found.", "Keine Zahlung über 1.234,50 EUR."])
-def test_an_amount_echoed_with_trailing_zeros_is_laundered(echo):
+def test_an_amount_echoed_with_trailing_zeros_is_not_laundered(echo):
     assert _laundered({"amount": 1234.5}, echo, {"amount": 1234.5}) == ["amount"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bypass: a JSON result with a leading newline is not decoded when masked, but the "
-    "masked text is normalised (newline gone) and decoded when traced: the escaped echo returns",
-)
 @pytest.mark.parametrize(
     "noted, echo, used",
     [
@@ -354,7 +309,7 @@ def test_an_amount_echoed_with_trailing_zeros_is_laundered(echo):
         ),
     ],
 )
-def test_a_json_echo_after_a_leading_newline_is_decoded_only_after_masking(noted, echo, used):
+def test_a_json_echo_after_a_leading_newline_does_not_launder(noted, echo, used):
     assert _laundered(noted, echo, used) == list(used)
 
 
@@ -434,11 +389,6 @@ def test_assistant_text_is_not_trusted_text():
 # == denial of service ==================================================================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bypass (DoS): _expand follows every $ref branch with no memo, so a schema whose "
-    "anyOf refers to itself k times costs k**8 nodes per leaf (k=5: 2.8 s per gate call)",
-)
 def test_a_self_referring_schema_is_traced_in_linear_time():
     fan_out = 4
     schema = {

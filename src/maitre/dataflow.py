@@ -13,7 +13,8 @@ in a web page) asks a human.
 
 How a leaf of the arguments is traced (`Provenance.untraced`):
 
-- Text is normalised before comparing: NFKC, case-folded, format and default-ignorable
+- Text is normalised before comparing: NFKC, lower-cased (not case-folded: `ß` stays `ß`, since
+  `straße.de` and `strasse.de` are two domains), format and default-ignorable
   characters (zero-width spaces, bidi controls, variation selectors, tag characters) and control
   characters dropped, runs of whitespace collapsed to one space. The trusted corpus is normalised
   the same way.
@@ -24,13 +25,17 @@ How a leaf of the arguments is traced (`Provenance.untraced`):
 - A string is traced when its normalised form occurs in the trusted corpus aligned on token
   boundaries (it does not start or end inside a word: `evil` is not found in `medieval`), allowing
   a space to be added or removed next to a digit (a user's `DE89 3704 ...` traces the model's
-  `DE893704...`) but not between two letters (`x.com or` does not trace `x.comor`). Spaces are the
+  `DE893704...`) but not between two letters (`x.com or` does not trace `x.comor`). An address
+  (a value with `@`, `.` or `/`) must not start after a letter, digit, `.`, `-` or `+` of the
+  trusted text, nor stop before a letter, digit, `-`, `+`, `@` or a dot that goes on: the tail of
+  `emma.johnson@gmail.com` (`johnson@gmail.com`) is another mailbox. Spaces are the
   only such transformation: splitting, re-encoding
   (base64, hex, URL-encoding), reversing or re-assembling an untrusted value never yields text
   the trusted corpus contains, so those come out untraced.
 - A number (or a string that is a plain number) is traced when the same value occurs as a number
   in the trusted text: `100`, `100.0`, `"100.00"` and `1,000.00` / `1.000,00` (both readings of a
-  separator are kept). A negative value needs its minus sign in the text.
+  separator are kept; a separator groups thousands only in groups of three, so `[12,50,100]` and
+  `192.168.1.20` are not one number). A negative value needs its minus sign in the text.
 - Dictionary keys the schema does not declare are leaves too (a model-chosen key can carry data).
 - Anything else is untraced, and reported by its path: `recipient`, `lines[2].iban`,
   `metadata.x (key)`.
@@ -40,7 +45,9 @@ answering "no account DE89... found", or `write_note` then `read_notes`), which 
 untrusted value into trusted text. So in a tainted run the gate calls `note_arguments` after every
 executed call: the untraced leaves of that call become *suspects*, and every occurrence of a
 suspect (4 characters or more; numbers 3 digits or more) in a later trusted result is masked out
-before that result joins the corpus.
+before that result joins the corpus. The result of a call that itself carried an untraced value
+does not join it at all (`note_arguments` returns True): such a tool may echo part of the value or
+pieces of several, which masking would miss. Past 512 suspects every call counts as untraced.
 
 Bounds: at most `max_chars` (256 Ki characters) of trusted text are kept. The request (user
 messages and system prompt) is kept first and never dropped for results; when results overflow,
@@ -85,6 +92,8 @@ MAX_TRUSTED_CHARS = 256 * 1024
 
 _MAX_DEPTH = 32
 _MAX_LEAVES = 2_000
+_MAX_BRANCHES = 256
+"""Subschemas one `$ref` / combinator expansion may visit (see `_expand`)."""
 _MAX_SUSPECTS = 512
 _MIN_SUSPECT_CHARS = 4
 _MIN_SUSPECT_DIGITS = 3
@@ -135,12 +144,13 @@ def _dropped(char: str) -> bool:
 
 
 def normalise_text(text: str) -> str:
-    """`text` as tracing compares it: NFKC, case-folded, invisible characters dropped, spaces collapsed."""
+    """`text` as tracing compares it: NFKC, lower-cased, invisible characters dropped, spaces collapsed."""
     if text.isascii():
         text = text.translate(_ASCII_CONTROLS).lower()
     else:
         text = "".join(char for char in text if char.isascii() or not _dropped(char))
-        text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+        # lower(), not casefold(): casefold turns ß into ss, and straße.de is not strasse.de.
+        text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).lower())
         text = "".join(char for char in text if char.isascii() or not _dropped(char))
         text = text.translate(_ASCII_CONTROLS)
     return _WHITESPACE.sub(" ", text).strip()
@@ -171,9 +181,21 @@ def _spaced_pattern(normalised: str, *, any_spacing: bool = False) -> re.Pattern
         elif spaced_after[index - 1]:
             body += " "
         body += re.escape(char)
-    start = r"(?<!\w)" if _word(chars[0]) else ""
-    end = r"(?!\w)" if _word(chars[-1]) else ""
+    if any(char in "@./" for char in chars):
+        # An address (mail, host, URL): its tail is another address (johnson@gmail.com in
+        # emma.johnson@gmail.com, a mailbox anyone can register), and so is a stem cut before a
+        # dot (emma.johnson@gmail of ...gmail.com). A sentence's full stop may still follow it.
+        start = r"(?<![\w.\-+])"
+        end = r"(?![\w\-+@]|\.\w)"
+    else:
+        start = r"(?<!\w)" if _word(chars[0]) else ""
+        end = r"(?!\w)" if _word(chars[-1]) else ""
     return re.compile(start + body + end)
+
+
+_US_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+|\d+")
+_EU_GROUPED = re.compile(r"\d{1,3}(?:\.\d{3})+(?:,\d+)?|\d+,\d+")
+_ONE_SEPARATOR = re.compile(r"\d+[.,]\d+")
 
 
 def _decimal(text: str) -> Decimal | None:
@@ -189,9 +211,15 @@ def _readings(digits: str) -> Iterator[Decimal]:
     if "," not in digits and "." not in digits:
         candidates = [digits]
     else:
-        candidates = [digits.replace(",", "")]  # `,` groups thousands, `.` is the decimal point
-        candidates.append(digits.replace(".", "").replace(",", "."))  # the European reading
-        candidates.append(digits.replace(",", "."))
+        # A separator groups thousands only in groups of three (`1,250.00`, `1.250,00`); a list
+        # or an address is not one number (`12,50,100` is not 1250100, `192.168.1.20` no number).
+        candidates = []
+        if _US_GROUPED.fullmatch(digits):
+            candidates.append(digits.replace(",", ""))  # `,` groups thousands, `.` is the decimal point
+        if _EU_GROUPED.fullmatch(digits):
+            candidates.append(digits.replace(".", "").replace(",", "."))  # the European reading
+        if _ONE_SEPARATOR.fullmatch(digits):
+            candidates.append(digits.replace(",", "."))
     for candidate in candidates:
         if candidate.count(".") > 1:
             continue
@@ -310,18 +338,26 @@ class Provenance:
         self._result_chars -= len(dropped)
         self._segments.pop(id(dropped), None)
 
-    def note_arguments(self, arguments: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> None:
+    def note_arguments(self, arguments: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> bool:
         """After an executed call in a tainted run: its untraced values become suspects, masked
-        out of every later trusted result (a trusted tool echoing them does not launder them)."""
+        out of every later trusted result (a trusted tool echoing them does not launder them).
+
+        Returns True when some value was untraced: the gate then leaves that call's own result
+        out of the trusted text altogether, since masking finds an echo only as the value was
+        sent, not a part of it ("no payee matches GB33...") or pieces the tool glued together.
+        Past `_MAX_SUSPECTS` every call counts as untraced (the list fails closed, not open)."""
         corpus = self._built()
+        untraced = False
         for _path, value in _leaves(arguments, schema):
-            if len(self._suspects) >= _MAX_SUSPECTS:
-                return
             if _leaf_traced(value, _schemas_of(_path, schema), corpus):
+                continue
+            untraced = True
+            if len(self._suspects) >= _MAX_SUSPECTS:
                 continue
             suspect = _suspect_text(value)
             if suspect is not None and suspect not in self._suspects:
                 self._suspects.append(suspect)
+        return untraced or len(self._suspects) >= _MAX_SUSPECTS
 
     # -- the question ------------------------------------------------------------------------------
 
@@ -474,10 +510,19 @@ def _schemas_of(path: _Path, schema: Mapping[str, Any] | None) -> list[Mapping[s
     return nodes
 
 
-def _expand(node: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> list[Mapping[str, Any]]:
-    """`node` with local `$ref`s followed and combinators flattened into a list of branches."""
-    if depth > 16:
+def _expand(
+    node: Mapping[str, Any], root: Mapping[str, Any], depth: int, seen: set[int] | None = None
+) -> list[Mapping[str, Any]]:
+    """`node` with local `$ref`s followed and combinators flattened into a list of branches.
+
+    Each subschema is expanded once (`seen`), and at most `_MAX_BRANCHES` come back: a schema an
+    MCP server wrote with self-referring `$ref`s under `anyOf` would otherwise grow as branches to
+    the power of the depth (seconds of CPU per call, found by an attack of our own)."""
+    if seen is None:
+        seen = set()
+    if depth > 16 or id(node) in seen or len(seen) >= _MAX_BRANCHES:
         return []
+    seen.add(id(node))
     out: list[Mapping[str, Any]] = [node]
     ref = node.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/"):
@@ -489,13 +534,13 @@ def _expand(node: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> lis
                 else None
             )
         if isinstance(target, Mapping):
-            out.extend(_expand(target, root, depth + 1))
+            out.extend(_expand(target, root, depth + 1, seen))
     for combinator in ("anyOf", "oneOf", "allOf"):
         branches = node.get(combinator)
         if isinstance(branches, list):
             for branch in branches:
                 if isinstance(branch, Mapping):
-                    out.extend(_expand(branch, root, depth + 1))
+                    out.extend(_expand(branch, root, depth + 1, seen))
     return out
 
 

@@ -484,13 +484,16 @@ def _follow_data(ctx: CallContext, tool: Tool, result: ToolResult) -> None:
     """Keep the run's provenance (`maitre.dataflow`) up to date after an executed call: in a
     tainted run the call's untraced values become suspects (so a trusted tool echoing them back
     does not launder them), then a trusted result's text joins the trusted corpus (cheap: kept as
-    given until a tainted call needs tracing)."""
+    given until a tainted call needs tracing) - unless the call itself carried an untraced value."""
     provenance = ctx.run.provenance
     assert provenance is not None
+    echoes_untraced = False
     if ctx.run.tainted:
         arguments = validated_arguments(ctx) if ctx.validated is not None else (ctx.arguments or {})
-        provenance.note_arguments(arguments, tool.input_schema)
-    if tool.trust is Trust.TRUSTED and not result.is_error:
+        echoes_untraced = provenance.note_arguments(arguments, tool.input_schema)
+    if tool.trust is Trust.TRUSTED and not result.is_error and not echoes_untraced:
+        # A trusted tool called with an untraced value may echo it (whole, in part, re-spaced):
+        # its answer is not trusted text for this run.
         provenance.add_trusted(result.content)
 
 
