@@ -217,7 +217,7 @@ def eval_run(
     run without --agent, --router for a file with no routing case).
     """
     from ..evals import build_document, evaluate, load_cases, parse_threshold, run_eval
-    from ..evals.report import dumps, render_html, summary_tables
+    from ..evals.report import dumps, render_html, run_header, summary_tables
     from ..evals.report.document import threshold_rows
     from ..progress import progress_bar
 
@@ -272,6 +272,8 @@ def eval_run(
     document = build_document(result)
     outcomes = evaluate(bars, document["metrics"])
     document["thresholds"] = threshold_rows(outcomes)
+    for line in run_header(document):
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
     console.print(summary_tables(document))
     if json_out is not None:
         write_report(json_out, dumps(document))

@@ -2,7 +2,7 @@
 
 from .document import SCHEMA, VERSION, build_document, dumps, load_document
 from .html import render_html
-from .terminal import comparison_tables, summary_tables
+from .terminal import comparison_tables, run_header, summary_tables
 
 __all__ = [
     "SCHEMA",
@@ -12,5 +12,6 @@ __all__ = [
     "dumps",
     "load_document",
     "render_html",
+    "run_header",
     "summary_tables",
 ]

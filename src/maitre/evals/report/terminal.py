@@ -15,7 +15,7 @@ from rich.text import Text
 from ..compare import CaseChange, Comparison
 from .format import format_metric, grouped
 
-__all__ = ["comparison_tables", "routing_tables", "summary_tables"]
+__all__ = ["comparison_tables", "routing_tables", "run_header", "summary_tables"]
 
 _MAX_DETAIL = 160
 _ROUTES = ("CONTEXT", "RETRIEVE", "ACT")
@@ -28,20 +28,27 @@ def _short(text: str, limit: int = _MAX_DETAIL) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def summary_tables(document: dict[str, Any]) -> RenderableType:
-    """Overall metrics by dimension, thresholds, and one line per case with what failed."""
+def run_header(document: dict[str, Any]) -> list[str]:
+    """What ran, one fact a line: cases x trials, the agent, the model.
+
+    Print each with `soft_wrap=True` (never wrapped nor cropped): an agent's path can be longer
+    than the terminal, and a wrapped or cropped line loses "model test" where neither a reader nor
+    grep finds it."""
     run = document.get("run", {})
-    # What ran, one fact a line and never wrapped: an agent's path can be longer than the terminal,
-    # and a wrapped title splits "model test" over two lines where neither a reader nor grep finds it.
-    header = [
-        Text(f"{run.get('cases', 0)} cases x {run.get('trials', 1)} trials", no_wrap=True, overflow="ignore")
-    ]
+    lines = [f"{run.get('cases', 0)} cases x {run.get('trials', 1)} trials"]
     routing = document.get("routing")
     if run.get("agent") or not routing:
-        header.append(Text(f"agent {run.get('agent', '')}", no_wrap=True, overflow="ignore"))
-        header.append(Text(f"model {run.get('model', '') or '?'}", no_wrap=True, overflow="ignore"))
+        lines.append(f"agent {run.get('agent', '')}")
+        lines.append(f"model {run.get('model', '') or '?'}")
     if routing:
-        header.append(Text(f"router {routing.get('router', '')}", no_wrap=True, overflow="ignore"))
+        lines.append(f"router {routing.get('router', '')}")
+    return lines
+
+
+def summary_tables(document: dict[str, Any]) -> RenderableType:
+    """Overall metrics by dimension, thresholds, and one line per case with what failed (what ran
+    is `run_header`'s)."""
+    routing = document.get("routing")
     metrics = Table(title="metrics")
     metrics.add_column("dimension")
     metrics.add_column("metric")
@@ -51,7 +58,7 @@ def summary_tables(document: dict[str, Any]) -> RenderableType:
             metrics.add_row(title if index == 0 else "", name, format_metric(name, value))
         if rows:
             metrics.add_section()
-    parts: list[RenderableType] = [*header, metrics]
+    parts: list[RenderableType] = [metrics]
     if routing:
         parts.extend(routing_tables(document))
     if document.get("thresholds"):
