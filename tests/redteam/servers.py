@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from maitre.mcp.testing import free_port, serve_process
+from maitre.mcp.testing import free_port, serve_process, server_process
 from maitre.redteam import EFFECTS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,37 +22,13 @@ HINTS = {"foreign_ids": {"ticket_id": ["T-2001"]}, "canaries": ["CANARY-GLOBEX-4
 """What the examples' docstrings say: T-2001 is tenant globex's ticket, and this is its secret."""
 
 
-def _wait(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited early with {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"nothing listens on {port}")
-        time.sleep(0.05)
-
-
 @contextlib.contextmanager
 def weak_http(effects: Path) -> Iterator[str]:
     """The weak example server over HTTP, writing what it executes to `effects`."""
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(WEAK), "--port", str(port), "--effects", str(effects)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait(port, proc)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    command = [sys.executable, str(WEAK), "--port", str(port), "--effects", str(effects)]
+    with server_process(command, port) as url:
+        yield url
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
 """Test doubles for MCP work: real transports, no mocks.
 
 - `serve_process(target, ...)`: run `python -m maitre.mcp serve TARGET --transport http` as a
-  subprocess on a free 127.0.0.1 port and yield its URL (the multi-process tests use two).
+  subprocess on a free 127.0.0.1 port and yield its URL (the multi-process tests use two);
+  `server_process(command, port)` does the same for any server command.
 - `raw_request(url, method, params, ...)`: one hand-built 2026-07-28 POST, for attacks a
   well-behaved SDK client would never send (header/body mismatch, missing `_meta`, forged state).
 - `bearer_client(url, token)`: an SDK `Client` that sends `Authorization: Bearer <token>`.
@@ -25,7 +26,15 @@ from mcp import Client
 
 from .client import http_transport
 
-__all__ = ["MODERN", "bearer_client", "envelope", "free_port", "raw_request", "serve_process"]
+__all__ = [
+    "MODERN",
+    "bearer_client",
+    "envelope",
+    "free_port",
+    "raw_request",
+    "serve_process",
+    "server_process",
+]
 
 MODERN = "2026-07-28"
 
@@ -37,29 +46,18 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_process(
-    target: str,
+def server_process(
+    command: Sequence[str],
+    port: int,
     *,
-    args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     timeout_s: float = 30.0,
 ) -> Iterator[str]:
-    """Serve `target` over HTTP in a subprocess; yields `http://127.0.0.1:PORT/mcp`; stops it after."""
-    port = free_port()
+    """Run any MCP server `command` that listens on 127.0.0.1:`port`; yields its `/mcp` URL once
+    something accepts connections there, and stops it after (terminate, then kill)."""
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "maitre.mcp",
-            "serve",
-            target,
-            "--transport",
-            "http",
-            "--port",
-            str(port),
-            *args,
-        ],
+        list(command),
         env={**os.environ, **(env or {})},
         cwd=cwd,
         stdout=subprocess.DEVNULL,
@@ -86,6 +84,32 @@ def serve_process(
             proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+@contextlib.contextmanager
+def serve_process(
+    target: str,
+    *,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    timeout_s: float = 30.0,
+) -> Iterator[str]:
+    """Serve `target` over HTTP in a subprocess; yields `http://127.0.0.1:PORT/mcp`; stops it after."""
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "maitre.mcp",
+        "serve",
+        target,
+        "--transport",
+        "http",
+        "--port",
+        str(port),
+    ]
+    with server_process([*command, *args], port, env=env, cwd=cwd, timeout_s=timeout_s) as url:
+        yield url
 
 
 def envelope(capabilities: Mapping[str, Any] | None = None) -> dict[str, Any]:
