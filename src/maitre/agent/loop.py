@@ -69,7 +69,7 @@ _REASONS = {
 
 _SUMMARY_HEADER = "[Summary of the earlier conversation, written to save context]"
 """Starts the user message that replaces summarised turns: the model wrote it, so it is not the
-user's request (`Agent._provenance` leaves it out)."""
+user's request (`Agent._seed` leaves it out)."""
 
 
 @dataclass(kw_only=True, frozen=True, init=False)
@@ -284,8 +284,7 @@ class Agent:
         run = Run(
             id=run_id, principal=principal, messages=messages, context=self.gate.new_run(principal, run_id)
         )
-        run.context.provenance = self._provenance(messages)
-        _taint_from_conversation(run.context, messages)
+        self._seed(run.context, messages)
         if self.core_tools is not None:
             run.context.visible_tools = set(self.core_tools)
         if not tracing_enabled():
@@ -296,25 +295,34 @@ class Agent:
             self._end_span(span, run, usage)
         return run
 
-    def _provenance(self, messages: Sequence[Message]) -> Provenance:
-        """The run's trusted text to start with: the developer's system prompt, what the user
-        said, and the trusted tool results of a conversation passed in (up to its first untrusted
-        one). The gate adds trusted results; the policy traces a tainted run's write and egress
-        arguments to it (`maitre.dataflow`). The model's own turns, and the summaries of earlier
-        turns it wrote, are not trusted text."""
+    def _seed(self, context: RunContext, messages: Sequence[Message]) -> None:
+        """What the run starts with, from the conversation passed in.
+
+        Provenance (`maitre.dataflow`): the developer's system prompt, what the user said, and the
+        trusted tool results up to the first untrusted one. The gate adds trusted results; the
+        policy traces a tainted run's write and egress arguments to it. The model's own turns, and
+        the summaries of earlier turns it wrote, are not trusted text.
+
+        Taint: a conversation that already holds an untrusted result starts the run tainted, as
+        the gate would have marked it had the result come through this run - the model reads that
+        text either way, so an instruction in it must not reach a write unasked."""
         provenance = Provenance()
         if self.system:
             provenance.add_request(self.system)
-        untrusted_seen = False  # after it, a trusted result may echo what the model took from it
         for message in messages:
             if isinstance(message, UserMessage):
                 if not message.content.startswith(_SUMMARY_HEADER):  # the model wrote a summary
                     provenance.add_request(message.content)
             elif isinstance(message, ToolResultMessage):
-                untrusted_seen = untrusted_seen or message.trust is not Trust.TRUSTED
-                if not untrusted_seen and not message.is_error:
+                if message.trust is not Trust.TRUSTED and not context.tainted:
+                    # after it, a trusted result may echo what the model took from it
+                    context.tainted = True
+                    context.taint_source = TaintSource(
+                        tool=message.name, call_id=message.call_id[:200], at=time.time()
+                    )
+                if not context.tainted and not message.is_error:
                     provenance.add_trusted(message.content)
-        return provenance
+        context.provenance = provenance
 
     def run_sync(
         self, goal_or_messages: str | Sequence[Message], principal: Principal, *, run_id: str | None = None
@@ -792,16 +800,3 @@ def _brake_message(run: Run, reason: StopReason) -> str:
 
 def _owns(principal: Principal, run: Run) -> bool:
     return run.principal.tenant == principal.tenant and run.principal.user == principal.user
-
-
-def _taint_from_conversation(context: RunContext, messages: Sequence[Message]) -> None:
-    """A conversation passed to `Agent.run` that already holds an untrusted tool result starts
-    the run tainted, as the gate would have marked it had the result come through this run: the
-    model reads that text either way, so an instruction in it must not reach a write unasked."""
-    for message in messages:
-        if isinstance(message, ToolResultMessage) and message.trust is not Trust.TRUSTED:
-            context.tainted = True
-            context.taint_source = TaintSource(
-                tool=message.name, call_id=message.call_id[:200], at=time.time()
-            )
-            return
