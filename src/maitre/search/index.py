@@ -25,6 +25,11 @@ per-hit cut at 0.25 cost 0.011 hit@5 on live_multiple and 0.03 on live_simple; t
 the seeds' 20 tools every unrelated question tested gets `[]`). Without an embedder the index is
 lexical only and abstains when no query word matches any tool.
 
+Persistent: with `vector_cache=` (a SQLite file, `vectors.py`) tool vectors are stored by the hash
+of the embedder and the exact text embedded, and a later process embeds only what changed.
+Catalogues that are not toolboxes: `add_definitions` normalises their schemas and maps names that
+break the tool-name rule (`maitre.tools.names`), keeping the original as `upstream_name`.
+
 Incremental: `add`/`remove` update both retrievers row by row; given a `Toolbox`, the index
 subscribes to its changes (including toolboxes it includes, such as an MCP server's tools when the
 server's list changes). Searches and updates may come from several threads; one lock serialises
@@ -35,15 +40,19 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..exceptions import UserError
+from ..exceptions import ToolDefinitionError, UserError
 from ..progress import Progress, report
+from ..tools.names import NameMap
 from .lexical import FIELD_WEIGHTS, LexicalIndex
 from .text import embedding_text, parameter_fields, query_terms, split_identifier
+from .vectors import VectorCache, embedder_identity, vector_key
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,6 +89,9 @@ class ToolEntry:
     """Free-form labels, indexed as words."""
     namespace: str | None = None
     """Namespace for filtering; by default everything before the last `.` of the name."""
+    upstream_name: str | None = None
+    """The name as its own catalogue spells it, when `name` is a mapping of it
+    (`maitre.tools.names`); None when the two are the same."""
 
     @property
     def effective_namespace(self) -> str:
@@ -87,10 +99,20 @@ class ToolEntry:
             return self.namespace
         return self.name.rpartition(".")[0]
 
+    @property
+    def original_name(self) -> str:
+        """The name to send to the tool's own catalogue: `upstream_name`, else `name`."""
+        return self.upstream_name if self.upstream_name is not None else self.name
+
     @classmethod
     def from_tool(cls, tool: Tool) -> ToolEntry:
+        upstream = getattr(tool, "upstream_name", None)
         return cls(
-            name=tool.name, description=tool.description, input_schema=tool.input_schema, tags=tool.tags
+            name=tool.name,
+            description=tool.description,
+            input_schema=tool.input_schema,
+            tags=tool.tags,
+            upstream_name=upstream if isinstance(upstream, str) and upstream != tool.name else None,
         )
 
     @classmethod
@@ -180,6 +202,10 @@ class ToolIndex:
         min_hit_similarity: hits below this cosine are left out of a non-empty answer.
         candidates: how many BM25 matches get the lexical bonus.
         field_weights: bm25() weights of name, name words, description, parameters, tags.
+        vector_cache: a `VectorCache` or the path of its SQLite file: tool vectors are read from it
+            by definition hash and only tools it lacks are embedded (then stored), so a second
+            process opens a large index without re-embedding (`maitre.search.vectors`).
+        query_cache_size: query vectors kept (LRU) so a repeated search skips the embedder; 0: off.
 
     Example:
         ```python
@@ -198,6 +224,8 @@ class ToolIndex:
         min_hit_similarity: float = 0.15,
         candidates: int = 100,
         field_weights: Sequence[float] = FIELD_WEIGHTS,
+        vector_cache: str | Path | VectorCache | None = None,
+        query_cache_size: int = 512,
     ) -> None:
         self.embedder = _resolve_embedder(embedder)
         self.lexical_weight = lexical_weight
@@ -211,6 +239,20 @@ class ToolIndex:
             from .dense import DenseIndex  # numpy: only the hybrid mode needs it
 
             self._dense = DenseIndex(self.embedder.dim)
+        self.vector_cache: VectorCache | None = None
+        self._owns_cache = False
+        self._identity = ""
+        if self.embedder is not None:
+            self._identity = embedder_identity(self.embedder)
+            if isinstance(vector_cache, VectorCache):
+                self.vector_cache = vector_cache
+            elif vector_cache is not None:
+                self.vector_cache = VectorCache(vector_cache, dim=self.embedder.dim)
+                self._owns_cache = True
+        self.query_cache_size = max(0, query_cache_size)
+        self._query_vectors: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
+        self._query_lock = threading.Lock()
+        self._names: dict[str | None, NameMap] = {}
         self._rows: dict[str, _Row] = {}
         self._by_slot: dict[int, _Row] = {}
         self._free: list[int] = []
@@ -246,21 +288,119 @@ class ToolIndex:
             progress: called with (tools embedded, total) after each batch - building a
                 2,000-tool index takes minutes on a laptop (`maitre.progress.progress_bar` draws it).
         """
-        entries = [self._entry(t) for t in tools]
+        self._index_entries([self._entry(t) for t in tools], progress)
+
+    def add_definitions(
+        self,
+        definitions: Iterable[Mapping[str, Any]],
+        *,
+        namespace: str | None = None,
+        progress: Progress | None = None,
+    ) -> list[str]:
+        """Index tool definitions from any catalogue as searchable entries (nothing becomes callable).
+
+        Each definition may be in any common shape (MCP `inputSchema`, Anthropic `input_schema`,
+        OpenAI or BFCL `parameters`, optionally under `function`) and its schema in any dialect
+        `maitre.tools.drafts.normalise_schema` reads (draft-04 to 2020-12, OpenAPI and BFCL type
+        names); a schema that still cannot be read is indexed as sent (it is only text here).
+        A name that breaks the tool-name rule is mapped (`maitre.tools.names.NameMap`); the hit's
+        `ToolEntry.upstream_name` (and `original_name(...)`) gives back the catalogue's spelling.
+
+        Args:
+            definitions: the definition dicts.
+            namespace: put every entry under this namespace (`namespace.` + its mapped name).
+            progress: as for `add_many`.
+
+        Returns:
+            The canonical (indexed) names, in the order given.
+        """
+        from ..tools.drafts import normalise_schema
+
+        names = self._names.get(namespace)
+        if names is None:
+            names = self._names[namespace] = NameMap(namespace=namespace)
+        entries = []
+        for data in definitions:
+            entry = ToolEntry.from_mapping(data)
+            schema = entry.input_schema
+            if schema is not None:
+                try:
+                    schema = normalise_schema(schema)
+                except (ToolDefinitionError, RecursionError) as exc:
+                    log.debug("%s: schema indexed as sent: %s", entry.name[:200], exc)
+            with self._lock:
+                canonical = names.add(entry.name)
+            entries.append(
+                ToolEntry(
+                    name=canonical,
+                    description=entry.description,
+                    input_schema=schema,
+                    tags=entry.tags,
+                    namespace=namespace,
+                    upstream_name=entry.name if canonical != entry.name else None,
+                )
+            )
+        self._index_entries(entries, progress)
+        return [e.name for e in entries]
+
+    def original_name(self, name: str) -> str:
+        """The catalogue's own spelling of an indexed name (`name` itself when it was not mapped)."""
+        with self._lock:
+            row = self._rows.get(name)
+            return row.entry.original_name if row else name
+
+    def _index_entries(self, entries: list[ToolEntry], progress: Progress | None) -> None:
         if not entries:
             return
         total = len(entries)
         report(progress, 0, total)
         for start in range(0, total, _EMBED_BATCH):
             chunk = entries[start : start + _EMBED_BATCH]
-            vectors = None
-            if self.embedder is not None:
-                texts = [embedding_text(e.name, e.description, e.input_schema) for e in chunk]
-                vectors = self.embedder.embed(texts)
+            vectors = None if self.embedder is None else self._vectors(chunk)
             with self._lock:
                 for i, entry in enumerate(chunk):
                     self._put(entry, None if vectors is None else vectors[i])
             report(progress, start + len(chunk), total)
+
+    def _vectors(self, entries: Sequence[ToolEntry]) -> NDArray[np.float32]:
+        """Vectors of `entries`: read from the vector cache where present, else embedded (and stored)."""
+        assert self.embedder is not None
+        texts = [self.embedding_text(e) for e in entries]
+        if self.vector_cache is None:
+            return self.embedder.embed(texts)
+        keys = [vector_key(self._identity, text) for text in texts]
+        found = self.vector_cache.get_many(keys)
+        missing = [i for i, key in enumerate(keys) if key not in found]
+        out = np.empty((len(texts), self.embedder.dim), dtype=np.float32)
+        if missing:
+            fresh = self.embedder.embed([texts[i] for i in missing])
+            self.vector_cache.put_many((keys[i], fresh[j]) for j, i in enumerate(missing))
+            out[missing] = fresh
+        for i, key in enumerate(keys):
+            if key in found:
+                out[i] = found[key]
+        return out
+
+    def embedding_text(self, entry: ToolEntry) -> str:
+        """The text `entry` is embedded as."""
+        return embedding_text(entry.name, entry.description, entry.input_schema)
+
+    def _query_vector(self, query: str) -> NDArray[np.float32]:
+        """The query's vector, from a small LRU cache (an agent repeats its searches)."""
+        assert self.embedder is not None
+        if self.query_cache_size:
+            with self._query_lock:
+                cached = self._query_vectors.get(query)
+                if cached is not None:
+                    self._query_vectors.move_to_end(query)
+                    return cached
+        vector = self.embedder.embed_query(query)
+        if self.query_cache_size:
+            with self._query_lock:
+                self._query_vectors[query] = vector
+                while len(self._query_vectors) > self.query_cache_size:
+                    self._query_vectors.popitem(last=False)
+        return vector
 
     def remove(self, name: str) -> bool:
         """Drop a tool from the index; False when it was not indexed."""
@@ -305,6 +445,8 @@ class ToolIndex:
             self._executor = None
         with self._lock:
             self._lexical.close()
+        if self._owns_cache and self.vector_cache is not None:
+            self.vector_cache.close()
 
     def __enter__(self) -> ToolIndex:
         return self
@@ -346,7 +488,7 @@ class ToolIndex:
         # so on two idle cores the lexical side costs nothing (~1 ms saved of ~5 ms).
         pending = self._worker().submit(self._versioned_candidates, terms, namespaces, exclude)
         try:
-            vector = self.embedder.embed_query(query)
+            vector = self._query_vector(query)
         finally:
             version, lexical = pending.result()
         with self._lock:

@@ -16,7 +16,14 @@ such a schema into the 2020-12 schema that means the same thing, so one validato
   sibling `additionalProperties` becomes `unevaluatedProperties`, keeping the author's closed object;
 - 2019-09 `$recursiveAnchor` / `$recursiveRef` -> `$dynamicAnchor` / `$dynamicRef`;
 - OpenAPI 3.0 `nullable: true` (in a schema that declares no dialect, or draft-04) adds `"null"`
-  to `type`.
+  to `type`, and so does Swagger 2.0's `x-nullable: true`;
+- a `type` that no JSON Schema dialect defines but real catalogues write is read as the JSON type
+  it names (`TYPE_ALIASES`): BFCL's `dict` / `float` / `tuple` / `any` and its Java and
+  JavaScript spellings (`String`, `HashMap`, `ArrayList`, `long`, `double`, `char`), OpenAPI's
+  format names used as types (`int32`, `int64`, `float`, `double`) and Swagger 2.0's `file`.
+  `any` (and an empty type) means no type constraint, so the keyword is dropped. These are read
+  in every dialect: such a type makes a schema invalid everywhere, so the rewrite takes no
+  meaning away. A type that is neither a JSON type nor an alias is left as sent (and refused).
 
 Every `$ref` is rewritten to point at the same place in the new schema. A schema that uses none
 of these forms is left exactly as it is (the conformance suite checks that a client preserves
@@ -51,6 +58,7 @@ if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
 __all__ = [
+    "TYPE_ALIASES",
     "Dialect",
     "MAX_SCHEMA_DEPTH",
     "MAX_SCHEMA_NODES",
@@ -66,6 +74,35 @@ MAX_SCHEMA_DEPTH = 64
 """JSON nesting levels a tool schema may have (objects and arrays)."""
 MAX_SCHEMA_NODES = 100_000
 """JSON values a tool schema may hold in all."""
+
+JSON_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
+TYPE_ALIASES: Mapping[str, str | None] = {
+    "dict": "object",
+    "hashmap": "object",
+    "map": "object",
+    "tuple": "array",
+    "list": "array",
+    "arraylist": "array",
+    "set": "array",
+    "float": "number",
+    "double": "number",
+    "decimal": "number",
+    "int": "integer",
+    "int32": "integer",
+    "int64": "integer",
+    "long": "integer",
+    "short": "integer",
+    "str": "string",
+    "char": "string",
+    "file": "string",
+    "bool": "boolean",
+    "none": "null",
+    "any": None,
+    "": None,
+}
+"""Type names real catalogues use that no JSON Schema dialect defines, read case-insensitively
+(after the JSON types themselves: `String` is `string`), and the JSON type each means; None: no
+type constraint (the keyword is dropped)."""
 
 _LEGACY: frozenset[str] = frozenset({"draft-04", "draft-06", "draft-07"})
 """Dialects where `$ref` overrides its siblings."""
@@ -276,6 +313,36 @@ def _renames_definitions(node: Mapping[str, Any]) -> bool:
     return isinstance(other, Mapping) and not (defs.keys() & other.keys())
 
 
+def _alias(name: str) -> str | bool | None:
+    """The JSON type `name` stands for, None for no constraint, False when it is not an alias."""
+    lowered = name.strip().lower()
+    if lowered in JSON_TYPES:
+        return lowered
+    return TYPE_ALIASES.get(lowered, False)
+
+
+def _needs_alias(value: Any) -> bool:
+    """A `type` value that holds a name other than the seven JSON types, which an alias may mend."""
+    names = value if isinstance(value, list) else [value]
+    return any(isinstance(n, str) and n not in JSON_TYPES and _alias(n) is not False for n in names)
+
+
+def _json_type(value: Any) -> Any:
+    """`type` with every alias read as its JSON type; None when the result constrains nothing."""
+    if not isinstance(value, list):
+        alias = _alias(value) if isinstance(value, str) else False
+        return value if alias is False else alias
+    kinds: list[Any] = []
+    for item in value:
+        alias = _alias(item) if isinstance(item, str) else False
+        if alias is None:
+            return None  # `any` in a union: anything goes
+        kind = item if alias is False else alias
+        if kind not in kinds:
+            kinds.append(kind)
+    return kinds
+
+
 def _is_schema(value: Any) -> bool:
     return isinstance(value, Mapping | bool)
 
@@ -331,9 +398,10 @@ class _Normaliser:
                     out["unevaluatedProperties"] = self._schema(value, base, resource)
                 continue
             self._keyword(out, node, key, value, base, resource, root=root)
-        if self.openapi and "nullable" in node and not overridden:
-            out.pop("nullable", None)
-            if node["nullable"] is True and "type" in out:
+        nullable = "nullable" if "nullable" in node else ("x-nullable" if "x-nullable" in node else None)
+        if self.openapi and nullable is not None and not overridden:
+            out.pop(nullable, None)
+            if node[nullable] is True and "type" in out:
                 kind = out["type"]
                 if isinstance(kind, str) and kind != "null":
                     out["type"] = [kind, "null"]
@@ -390,6 +458,10 @@ class _Normaliser:
             if not _is_number(value):
                 out[key] = _copy(value)
             # else: it became the exclusive bound
+        elif key == "type" and _needs_alias(value):
+            kind = _json_type(value)
+            if kind is not None:
+                out[key] = kind
         elif key == "$ref" and isinstance(value, str):
             self._ref(out, node, value, base, resource)
         elif key == "$recursiveRef" and isinstance(value, str):
