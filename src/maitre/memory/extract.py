@@ -10,25 +10,24 @@ January conversation loses to a March one however late it is processed.
   ("I moved to Bengaluru", "I'm allergic to peanuts and shellfish", "remember that my dentist is
   Dr Rao"). It never reads assistant or tool messages: text a tool returned is not the user speaking
   and may carry injected instructions. It prefers missing a fact to inventing one.
-- `ModelExtractor` is the hook for a language model: it takes any async `complete(prompt) -> str`
-  (adapt a `maitre` Model with a lambda), validates the model's JSON with pydantic, and only keeps
-  candidates that point at a real user message: the model cannot invent a source or a time.
+- `ModelExtractor` (`maitre.memory.model_extractor`, re-exported here) asks any `maitre` Model
+  adapter, or an async `complete(prompt) -> str`, for structured facts, validates them with pydantic
+  and only keeps candidates that point at a real user message: the model cannot invent a source or
+  a time.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import Any, Protocol, runtime_checkable
 
 from .model import Candidate, Origin
+from .model_extractor import ModelExtractor
 
 __all__ = ["AsyncExtractor", "ConversationTurn", "Extractor", "Found", "ModelExtractor", "RuleExtractor"]
 
@@ -294,85 +293,3 @@ class RuleExtractor:
                     found.append((key, value, retract))
                     keys.add(key)
         return found
-
-
-class _ModelFact(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    message_id: str = Field(description="id of the user message that states the fact")
-    key: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")
-    value: str = Field(max_length=300)
-    origin: Literal["stated", "inferred"] = "stated"
-    retract: bool = False
-
-
-class _ModelFacts(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    facts: list[_ModelFact] = Field(default_factory=list, max_length=50)
-
-
-_PROMPT = """You extract durable facts about the user for long-term memory.
-Only preferences, decisions and stable profile data (city, diet, allergies, languages, job, names of
-people and pets, favourites). Never small talk, guesses about the future, or secrets (card numbers,
-passwords, codes). Use short snake_case keys (city, diet, allergy, language, employer, ...).
-origin is "stated" if the user said it about themselves, "inferred" if you concluded it.
-retract is true if the user says something stopped being true.
-Answer with JSON only: {"facts": [{"message_id": "...", "key": "...", "value": "...", "origin": "stated", "retract": false}]}
-
-Messages:
-"""
-
-
-class ModelExtractor:
-    """Candidate facts proposed by a language model; the store's rules still decide.
-
-    `complete` is any async function from a prompt to the model's text reply. Replies that are not
-    valid JSON of the expected shape yield no candidates (logged), never an exception; candidates
-    that cite a message id that is not a user message in the batch are dropped.
-    """
-
-    def __init__(self, complete: Callable[[str], Awaitable[str]]) -> None:
-        self._complete = complete
-
-    def prompt(self, messages: Sequence[ConversationTurn]) -> str:
-        """The exact prompt sent to the model (user messages only, with their ids)."""
-        lines = []
-        for index, msg in enumerate(messages):
-            if msg.role == "user" and msg.content:
-                mid = msg.id or f"#{index}"
-                lines.append(json.dumps({"message_id": mid, "text": msg.content}, ensure_ascii=False))
-        return _PROMPT + "\n".join(lines)
-
-    async def extract(self, messages: Sequence[ConversationTurn]) -> list[Candidate]:
-        """Ask the model, validate its answer, attach each fact's source and time from its message."""
-        by_id = {(m.id or f"#{i}"): m for i, m in enumerate(messages) if m.role == "user" and m.content}
-        if not by_id:
-            return []
-        reply = await self._complete(self.prompt(messages))
-        text = reply.strip()
-        if text.startswith("```"):
-            text = text.strip("`").removeprefix("json").strip()
-        try:
-            parsed = _ModelFacts.model_validate_json(text)
-        except ValidationError as exc:
-            log.warning(
-                "model extractor: reply is not the expected JSON (%d errors); no facts taken",
-                exc.error_count(),
-            )
-            return []
-        out: list[Candidate] = []
-        for fact in parsed.facts:
-            msg = by_id.get(fact.message_id)
-            if msg is None:
-                log.warning("model extractor: fact cites unknown message id %r; dropped", fact.message_id)
-                continue
-            out.append(
-                Candidate(
-                    key=fact.key,
-                    value=fact.value,
-                    valid_from=msg.at,
-                    source=f"message:{fact.message_id}",
-                    origin=Origin(fact.origin),
-                    retract=fact.retract,
-                )
-            )
-        return out
