@@ -22,6 +22,8 @@ OLLAMA = {"model": "qwen3:8b", "system_fingerprint": "fp_ollama"}
 
 
 def model_for(provider: FakeProvider, **options: Any) -> OpenAICompatibleModel:
+    """Native tools: constrained decoding (on by default, tests/models/test_constrained.py) off."""
+    options.setdefault("constrained", False)
     return OpenAICompatibleModel(f"{provider.url}/v1", "qwen3:8b", **options)
 
 
@@ -109,8 +111,10 @@ async def test_server_tool_calls_without_ids_get_minted_ids(provider: FakeProvid
 
 @pytest.mark.anyio
 async def test_json_naming_a_tool_that_was_not_offered_stays_text(provider: FakeProvider, tools) -> None:
-    """Only offered tools are recovered: anything else is the model's answer."""
-    text = '{"name": "delete_everything", "arguments": {}}'
+    """JSON in prose naming no offered tool is the model's answer; an answer that is nothing but a
+    call to an unknown tool goes to the gate (which refuses it, UNKNOWN_TOOL) - see
+    test_local_server_fixes.py."""
+    text = 'Here: {"name": "delete_everything", "arguments": {}}'
     provider.queue(chat_completion(text))
     response = await ask(provider, ModelRequest(messages=[UserMessage(content=GOAL)], tools=tools))
     assert (response.text, response.tool_calls, response.stop_reason) == (text, [], "end_turn")

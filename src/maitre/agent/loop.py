@@ -471,8 +471,8 @@ class Agent:
                 if brake is not None:
                     return await self._stop(run, brake)
                 response = await self._ask_model(run, started)
-                if response is None:
-                    return await self._stop(run, StopReason.MODEL_ERROR)
+                if isinstance(response, _ModelFailure):
+                    return await self._stop(run, response.reason, why=response.why)
                 calls = response.tool_calls
                 run.messages.append(
                     AssistantMessage(
@@ -582,10 +582,24 @@ class Agent:
         try:
             with anyio.fail_after(remaining):
                 response = await traced_complete(self.model, request, conversation_id=run.id)
-        except (ModelError, TimeoutError) as exc:
+        except TimeoutError:
+            # The run's own time limit: the request was cancelled (its connection closed, which is
+            # how llama.cpp's server and vLLM learn to stop generating), not an unreachable model.
+            logger.warning("run %s reached its time limit while the model was answering", run.id)
+            self._emit(run, "model_call_cancelled", step=run.steps + 1, after_s=round(remaining, 3))
+            why = (
+                f"it reached its time limit ({self.limits.max_seconds:g} s) while the model was still "
+                "answering (the request was cancelled)"
+            )
+            return _ModelFailure(StopReason.MAX_SECONDS, why)
+        except ModelError as exc:
             logger.warning("model call failed in run %s: %s", run.id, exc)
-            run.final_text = f"The model could not be reached ({type(exc).__name__}: {str(exc)[:200]})."
-            return None
+            if exc.timed_out:
+                return _ModelFailure(
+                    StopReason.MODEL_ERROR,
+                    f"the model did not answer within its request time limit ({str(exc)[:200]})",
+                )
+            return _ModelFailure(StopReason.MODEL_ERROR, f"the model call failed ({str(exc)[:200]})")
         self._account(run, response.usage, response.model or getattr(self.model, "name", ""))
         definition_tokens = self._definition_cache.get(tuple(t.name for t in tools))
         if definition_tokens is None:
@@ -707,11 +721,13 @@ class Agent:
         await self._save(run)
         return run
 
-    async def _stop(self, run: Run, reason: StopReason, *, keep_text: bool = False) -> Run:
+    async def _stop(
+        self, run: Run, reason: StopReason, *, keep_text: bool = False, why: str | None = None
+    ) -> Run:
         run.status = RunStatus.STOPPED
         run.stop_reason = reason
         if not keep_text or not run.final_text:
-            run.final_text = _brake_message(run, reason)
+            run.final_text = _brake_message(run, reason, why)
         self._emit(run, "run_finished", status=str(run.status), stop_reason=str(reason), text=run.final_text)
         await self._save(run)
         return run
@@ -763,6 +779,14 @@ class Agent:
                 logger.exception("on_event callback failed")
 
 
+@dataclass(frozen=True)
+class _ModelFailure:
+    """Why a model call gave no answer: the run's stop reason and the words that explain it."""
+
+    reason: StopReason
+    why: str
+
+
 def _definition_tokens(tools: list[Tool]) -> int:
     if not tools:
         return 0
@@ -782,8 +806,8 @@ def _cost(model: str, usage: Usage) -> float | None:
         return None
 
 
-def _brake_message(run: Run, reason: StopReason) -> str:
-    why = _REASONS.get(reason, str(reason))
+def _brake_message(run: Run, reason: StopReason, why: str | None = None) -> str:
+    why = why or _REASONS.get(reason, str(reason))
     found = list(
         {m.content: m for m in run.messages if isinstance(m, ToolResultMessage) and not m.is_error}.values()
     )[-3:]

@@ -79,8 +79,9 @@ def model_error(sdk: ModuleType, exc: BaseException, provider: str) -> ModelErro
     if validation_error is not None and isinstance(exc, validation_error):
         return ModelError(f"{provider} sent a response that could not be read: {exc}", retryable=False)
     if connection_error is not None and isinstance(exc, connection_error):
-        kind = "timed out" if "Timeout" in type(exc).__name__ else "could not be reached"
-        return ModelError(f"{provider} {kind}: {exc}", retryable=True)
+        timed_out = "Timeout" in type(exc).__name__
+        kind = "did not answer within the request time limit" if timed_out else "could not be reached"
+        return ModelError(f"{provider} {kind}: {exc}", retryable=True, timed_out=timed_out)
     return None
 
 

@@ -102,10 +102,14 @@ class ModelResponse:
 class ModelError(MaitreError):
     """The model could not be reached or answered with an error after retries."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, retryable: bool = False, timed_out: bool = False
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        self.timed_out = timed_out
+        """The request ran past the adapter's own time limit (the SDK's `timeout`), rather than failing."""
 
 
 @runtime_checkable

@@ -38,9 +38,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..jsonutil import compact_json
 from ..messages import AssistantMessage, ToolResultMessage, UserMessage, render_tool_result
@@ -48,6 +48,7 @@ from ..tools.export import ToolDefinitions, provider_name
 from ..types import ToolCall
 from ._http import arguments_object, mint_call_id, parse_arguments
 from .base import FinishReason, ModelError, ModelRequest, ModelResponse
+from .constrained import SCHEMA_DIALECTS, SchemaDialect, read_step, request_fields, step_schema
 from .openai import OpenAIChatModel
 
 if TYPE_CHECKING:
@@ -59,7 +60,26 @@ LOCAL_PREFIX = "openai-compatible:"
 
 logger = logging.getLogger("maitre.models.openai_compat")
 
-_TOOLS_REFUSED = re.compile(r"tool|jinja|function", re.IGNORECASE)
+T = TypeVar("T")
+
+_TOOLS_REFUSED = re.compile(
+    r"(?:does not|doesn't|do not|cannot|can't|not) support(?:s|ed)? (?:tools|tool use|tool calling|function calling)"
+    r"|no endpoints found that support tool"
+    r"|tools? param(?:eter)?s? requires? --jinja"
+    r"|tool choice requires --enable-auto-tool-choice"
+    r"|unsupported param(?:eter)?:? ['\"]?tools?\b"
+    r"|(?:tools|tool calling|function calling) (?:is|are) not (?:supported|enabled)",
+    re.IGNORECASE,
+)
+"""Error texts that mean "this server or model takes no `tools`" (Ollama: "... does not support tools";
+llama.cpp without `--jinja`: "tools param requires --jinja flag"; vLLM without a tool parser:
+'"auto" tool choice requires --enable-auto-tool-choice ...'; OpenRouter: "No endpoints found that
+support tool use"). Anything else - a template that failed on a message, a context overflow - is the
+error it says it is: switching to prompt mode would hide it."""
+
+_CALL_NAME = re.compile(r"[A-Za-z_][\w.\-]{0,127}")
+"""A name a model wrote in an explicit call that names no offered tool, passed on to the gate
+(which answers UNKNOWN_TOOL with the closest names) when it looks like a tool name at all."""
 
 _TOOL_PROMPT = """You can call tools. The tools are described as JSON inside <tools></tools>:
 <tools>
@@ -73,6 +93,24 @@ Several independent calls may go in one answer. Results come back inside <tool_r
 When you have what you need, answer the user in plain text."""
 
 
+_CONSTRAINED_PROMPT = """You can call tools. The tools are described as JSON inside <tools></tools>:
+<tools>
+{definitions}
+</tools>
+Answer with exactly one JSON object and nothing else:
+- to call a tool: {{"tool": "<tool name>", "arguments": {{<the arguments>}}}}{parallel}
+- to answer the user: {{"answer": "<your answer in plain text>"}}
+Results come back inside <tool_response></tool_response>. When you have what you need, answer the user."""
+
+_PARALLEL_LINE = '\n- to call several tools at once: {"calls": [{"tool": ..., "arguments": ...}, ...]}'
+
+_SCHEMA_REFUSED = re.compile(
+    r"response.?format|json.?schema|grammar|guided.?json|structured.?output|unsupported param\w*:? ['\"]?format",
+    re.IGNORECASE,
+)
+"""Error texts that mean the server will not take the step's schema (then constrained decoding turns off)."""
+
+
 class OpenAICompatibleModel(OpenAIChatModel):
     """A model served by Ollama, vLLM, llama.cpp or any other OpenAI-compatible server.
 
@@ -83,15 +121,26 @@ class OpenAICompatibleModel(OpenAIChatModel):
         client: an `openai.AsyncOpenAI` to use as it is.
         max_retries: retries the SDK makes for 429, 5xx and connection errors before giving up.
         timeout: seconds for one HTTP request (local models can be slow to load).
-        extra: more keyword arguments for `chat.completions.create` (temperature, seed...).
+        extra: more keyword arguments for `chat.completions.create` (top_p, stop...).
         recover_text_calls: read tool calls the server left in the text (on by default).
         tools_in_prompt: describe the tools in the system prompt instead of `tools`: `"auto"`
             switches when the server refuses `tools`; True always; False never.
         name: the name used for pricing and logs (default `openai-compatible:<model>`).
+        temperature: sampling temperature (None: the server's default, 0.8 on llama.cpp).
+        seed: the sampling seed, for runs that repeat.
+        max_output_tokens: a cap on each call's output tokens (the agent's per-call limit still
+            applies: the smaller one wins).
+        constrained: constrained tool calls (on by default for local servers): each step's
+            request carries the schema `maitre.models.constrained.step_schema` builds from the
+            tools offered, so the answer is a valid call or an answer by construction. A server
+            that refuses the schema turns it off (said once on stderr) and the other modes apply.
+        schema_dialect: how the schema travels (`maitre.models.constrained.SchemaDialect`):
+            `"llama.cpp"` (the default), `"json_schema"`, `"vllm"` or `"ollama"`.
+        parallel_calls: let a constrained answer hold several calls (`{"calls": [...]}`).
 
     Example:
         ```python
-        model = OpenAICompatibleModel("http://localhost:11434/v1", "qwen3:8b")
+        model = OpenAICompatibleModel("http://localhost:11434/v1", "qwen3:8b", temperature=0, seed=7)
         ```
     """
 
@@ -114,7 +163,18 @@ class OpenAICompatibleModel(OpenAIChatModel):
         recover_text_calls: bool = True,
         tools_in_prompt: bool | Literal["auto"] = "auto",
         name: str | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        max_output_tokens: int | None = None,
+        constrained: bool = True,
+        schema_dialect: SchemaDialect = "llama.cpp",
+        parallel_calls: bool = False,
     ) -> None:
+        options = dict(extra or {})
+        if temperature is not None:
+            options["temperature"] = temperature
+        if seed is not None:
+            options["seed"] = seed
         super().__init__(
             model,
             client=client,
@@ -122,13 +182,24 @@ class OpenAICompatibleModel(OpenAIChatModel):
             base_url=base_url,
             max_retries=max_retries,
             timeout=timeout,
-            extra=extra,
+            extra=options,
         )
+        if schema_dialect not in SCHEMA_DIALECTS:
+            raise ValueError(
+                f"schema_dialect must be one of {', '.join(SCHEMA_DIALECTS)}, not {schema_dialect!r}"
+            )
+        if max_output_tokens is not None and max_output_tokens < 1:
+            raise ValueError("max_output_tokens must be at least 1")
         self.base_url = base_url
         self.name = name or f"{LOCAL_PREFIX}{model}"
         self.recover_text_calls = recover_text_calls
         self.tools_in_prompt = tools_in_prompt
+        self.max_output_tokens = max_output_tokens
+        self.constrained = constrained
+        self.schema_dialect: SchemaDialect = schema_dialect
+        self.parallel_calls = parallel_calls
         self._prompt_mode = tools_in_prompt is True
+        self._schema_refused = False
 
     def __repr__(self) -> str:
         return f"OpenAICompatibleModel({self.base_url!r}, {self.model!r})"
@@ -138,46 +209,131 @@ class OpenAICompatibleModel(OpenAIChatModel):
         """True when the tools travel in the system prompt rather than in `tools`."""
         return self._prompt_mode
 
+    @property
+    def constrained_mode(self) -> bool:
+        """True while steps with tools carry the step's schema (on, and not refused by the server)."""
+        return self.constrained and not self._schema_refused
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         try:
             return await super().complete(request)
         except ModelError as exc:
-            refused = exc.status in (400, 422, 500, 501) and _TOOLS_REFUSED.search(str(exc))
-            if self.tools_in_prompt != "auto" or self._prompt_mode or not request.tools or not refused:
+            if not request.tools or exc.status not in (400, 422, 500, 501):
                 raise
-            logger.warning(
-                "%s refused native tools (%s); describing them in the prompt from now on", self.name, exc
-            )
+            if self.constrained_mode and _SCHEMA_REFUSED.search(str(exc)):
+                _say_once(
+                    f"{self.name} refused the step's JSON schema ({exc}); constrained tool calls are off"
+                )
+                self._schema_refused = True
+                return await self.complete(request)
+            refused = _TOOLS_REFUSED.search(str(exc))
+            if self.tools_in_prompt != "auto" or self._prompt_mode or self.constrained_mode or not refused:
+                raise
+            _say_once(f"{self.name} takes no native tools ({exc}); describing them in the prompt from now on")
             self._prompt_mode = True
             return await super().complete(request)
 
+    def _output_limit(self, request: ModelRequest) -> int:
+        if self.max_output_tokens is None:
+            return request.max_output_tokens
+        return min(request.max_output_tokens, self.max_output_tokens)
+
     def _params(self, request: ModelRequest, definitions: ToolDefinitions) -> dict[str, Any]:
-        if not self._prompt_mode or not definitions:
-            return super()._params(request, definitions)
-        return {
-            "model": self.model,
-            "messages": self.prompt_messages(request, definitions),
-            self._token_limit_param: request.max_output_tokens,
-            **self.extra,
-        }
+        limit = self._output_limit(request)
+        if definitions and self.constrained_mode:
+            schema = step_schema(request.tools, parallel=self.parallel_calls)
+            return {
+                "model": self.model,
+                "messages": self.constrained_messages(request),
+                self._token_limit_param: limit,
+                **self.extra,
+                **request_fields(schema, self.schema_dialect),
+            }
+        if definitions and self._prompt_mode:
+            return {
+                "model": self.model,
+                "messages": self.prompt_messages(request, definitions),
+                self._token_limit_param: limit,
+                **self.extra,
+            }
+        params = super()._params(request, definitions)
+        params[self._token_limit_param] = limit
+        return params
+
+    async def _send(self, create: Callable[..., Awaitable[T]], params: Mapping[str, Any]) -> T:
+        # The SDK sends fields it does not know (guided_json, format) only in `extra_body`.
+        known = {key: value for key, value in params.items() if key not in _EXTRA_BODY_FIELDS}
+        body = {key: value for key, value in params.items() if key in _EXTRA_BODY_FIELDS}
+        if body:
+            known["extra_body"] = {**dict(known.get("extra_body") or {}), **body}
+        return await super()._send(create, known)
+
+    def to_messages(self, request: ModelRequest) -> list[dict[str, Any]]:
+        """As `OpenAIChatModel.to_messages`, with `""` rather than null content beside tool calls:
+        llama-cpp-python's server renders the chat template with the message as sent and answers
+        HTTP 500 for a null content (see tests/models/fixtures/README.md)."""
+        messages = super().to_messages(request)
+        for message in messages:
+            if message["role"] == "assistant" and message.get("content") is None:
+                message["content"] = ""
+        return messages
 
     def prompt_messages(self, request: ModelRequest, definitions: ToolDefinitions) -> list[dict[str, Any]]:
         """The conversation with tools described in the system prompt and calls/results as text."""
         tool_prompt = _TOOL_PROMPT.format(definitions="\n".join(compact_json(item) for item in definitions))
+
+        def block(call: ToolCall) -> str:
+            payload = {"name": provider_name(call.name), "arguments": arguments_object(call.arguments)}
+            return f"<tool_call>\n{compact_json(payload)}\n</tool_call>"
+
+        return self._text_conversation(request, tool_prompt, lambda calls: "\n".join(block(c) for c in calls))
+
+    def constrained_messages(self, request: ModelRequest) -> list[dict[str, Any]]:
+        """The conversation for a constrained step: the tools described in the system prompt, the
+        model's earlier calls as the JSON its schema asks for, results as `<tool_response>` text."""
+        definitions = "\n".join(
+            compact_json(
+                {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}
+            )
+            for tool in request.tools
+        )
+        prompt = _CONSTRAINED_PROMPT.format(
+            definitions=definitions, parallel=_PARALLEL_LINE if self.parallel_calls else ""
+        )
+
+        def calls_text(calls: list[ToolCall]) -> str:
+            items = [{"tool": call.name, "arguments": arguments_object(call.arguments)} for call in calls]
+            if len(items) == 1:
+                return compact_json(items[0])
+            if self.parallel_calls:
+                return compact_json({"calls": items})
+            return "\n".join(compact_json(item) for item in items)
+
+        return self._text_conversation(request, prompt, calls_text, answers_as_json=True)
+
+    def _text_conversation(
+        self,
+        request: ModelRequest,
+        tool_prompt: str,
+        calls_text: Callable[[list[ToolCall]], str],
+        *,
+        answers_as_json: bool = False,
+    ) -> list[dict[str, Any]]:
         system = f"{request.system}\n\n{tool_prompt}" if request.system else tool_prompt
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         for message in request.messages:
             if isinstance(message, UserMessage):
                 messages.append({"role": "user", "content": message.content})
             elif isinstance(message, AssistantMessage):
-                blocks = [message.text] if message.text else []
-                for call in message.tool_calls:
-                    payload = {
-                        "name": provider_name(call.name),
-                        "arguments": arguments_object(call.arguments),
-                    }
-                    blocks.append(f"<tool_call>\n{compact_json(payload)}\n</tool_call>")
-                messages.append({"role": "assistant", "content": "\n".join(blocks)})
+                if message.tool_calls:
+                    text = calls_text(message.tool_calls)
+                    if message.text and not answers_as_json:
+                        text = f"{message.text}\n{text}"
+                elif answers_as_json:
+                    text = compact_json({"answer": message.text})
+                else:
+                    text = message.text
+                messages.append({"role": "assistant", "content": text})
             elif isinstance(message, ToolResultMessage):
                 error = ' is_error="true"' if message.is_error else ""
                 block = (
@@ -202,18 +358,38 @@ class OpenAICompatibleModel(OpenAIChatModel):
         calls: list[ToolCall],
         stop_reason: FinishReason,
     ) -> tuple[str, list[ToolCall], FinishReason]:
-        if calls or not self.recover_text_calls or not text or not request.tools:
+        if not request.tools:
             return text, calls, stop_reason
         offered = {tool.name for tool in request.tools}
+        turn = len(request.messages)
 
         def known(name: str) -> str | None:
             canonical = definitions.to_canonical(name)
-            return canonical if canonical in offered else None
+            return canonical if canonical in offered else _bare_name(canonical, offered)
 
-        recovered, remaining = recover_tool_calls(text, known)
+        if calls:  # native calls: a bare name that is one qualified tool's resolves to it
+            for call in calls:
+                call.name = known(call.name) or call.name
+            return text, calls, stop_reason
+        if definitions and self.constrained_mode:
+            reading = read_step(text)
+            if reading is not None:
+                if not reading.calls:
+                    return reading.text, [], stop_reason
+                minted = [
+                    ToolCall(
+                        id=mint_call_id(turn, index, known(name) or name, arguments),
+                        name=known(name) or name,
+                        arguments=arguments,
+                    )
+                    for index, (name, arguments) in enumerate(reading.calls)
+                ]
+                return "", minted, ("max_tokens" if stop_reason == "max_tokens" else "tool_use")
+        if not self.recover_text_calls or not text:
+            return text, calls, stop_reason
+        recovered, remaining = recover_tool_calls(text, known, unknown=_unknown_name)
         if not recovered:
             return text, calls, stop_reason
-        turn = len(request.messages)
         calls = [
             ToolCall(
                 id=found.id or mint_call_id(turn, index, found.name, found.arguments),
@@ -223,6 +399,32 @@ class OpenAICompatibleModel(OpenAIChatModel):
             for index, found in enumerate(recovered)
         ]
         return remaining, calls, ("max_tokens" if stop_reason == "max_tokens" else "tool_use")
+
+
+_EXTRA_BODY_FIELDS = frozenset({"guided_json", "format"})
+
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    """A mode switch, on stderr once per message (the logger's warning reaches stderr by default)."""
+    if message in _said:
+        return
+    _said.add(message)
+    logger.warning("%s", message)
+
+
+def _bare_name(name: str, offered: set[str]) -> str | None:
+    """The one offered tool whose last part is `name` (`get_order` for `orders.get_order`), or None."""
+    if "." in name:
+        return None
+    matches = [tool for tool in offered if tool.rsplit(".", 1)[-1] == name]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _unknown_name(name: str) -> str | None:
+    """A name an explicit call wrote that names no offered tool: the gate answers it (UNKNOWN_TOOL)."""
+    return name if _CALL_NAME.fullmatch(name) else None
 
 
 # -- recovering calls from text ---------------------------------------------------------------
@@ -257,16 +459,27 @@ _MAX_JSON_ATTEMPTS = 2000
 """Bare-JSON candidates tried per answer: bounds the work a hostile answer full of brackets causes."""
 
 
-def recover_tool_calls(text: str, known: Callable[[str], str | None]) -> tuple[list[RecoveredCall], str]:
+def recover_tool_calls(
+    text: str,
+    known: Callable[[str], str | None],
+    *,
+    unknown: Callable[[str], str | None] | None = None,
+) -> tuple[list[RecoveredCall], str]:
     """Find tool calls written as text.
 
     Args:
         text: the model's answer.
         known: maps a name the model wrote to the canonical name of an offered tool, or None.
+        unknown: for a name `known` does not map, in a call the text makes explicitly (a
+            `<tool_call>` block, function tags, `[TOOL_CALLS]`, `<|python_tag|>`, or an answer that
+            is nothing but one call-shaped object with its arguments), the name to pass on anyway
+            (so the gate answers UNKNOWN_TOOL and the model learns the real names), or None.
+            JSON inside prose naming no offered tool stays text whatever this says.
 
     Returns:
         The calls in the order they appear, and the text with them taken out.
     """
+    explicit = known if unknown is None else (lambda name: known(name) or unknown(name))
     masked = _mask(text, [match.span() for match in _THINK.finditer(text)])
     found: list[tuple[int, int, list[RecoveredCall]]] = []
 
@@ -276,22 +489,26 @@ def recover_tool_calls(text: str, known: Callable[[str], str | None]) -> tuple[l
         masked = _mask(masked, [(start, end)])
 
     for match in _HERMES.finditer(masked):
-        calls = _from_function_tags(match.group(1), known) or _from_json_text(match.group(1), known)
+        calls = _from_function_tags(match.group(1), explicit) or _from_json_text(match.group(1), explicit)
         if calls:
             take(match.start(), match.end(), calls)
     for match in _FUNCTION_TAG.finditer(masked):
-        calls = _from_function_tags(match.group(0), known)
+        calls = _from_function_tags(match.group(0), explicit)
         if calls:
             take(match.start(), match.end(), calls)
     for match in _MISTRAL.finditer(masked):
-        span_calls = _from_mistral(masked, match.end(), known)
+        span_calls = _from_mistral(masked, match.end(), explicit)
         if span_calls:
             end, calls = span_calls
             take(match.start(), end, calls)
     for match in _PYTHON_TAG.finditer(masked):
-        end, calls = _json_sequence(masked, match.end(), known, separators=";")
+        end, calls = _json_sequence(masked, match.end(), explicit, separators=";")
         if calls:
             take(match.start(), end, calls)
+    if not found and unknown is not None:
+        whole = _whole_answer_call(masked, explicit)
+        if whole:
+            take(0, len(masked), whole)
     for match in _FENCE.finditer(masked):
         calls = _from_json_text(match.group(2), known)
         if calls:
@@ -322,6 +539,30 @@ def recover_tool_calls(text: str, known: Callable[[str], str | None]) -> tuple[l
     for start, end, _ in sorted(found, key=lambda item: item[0], reverse=True):
         remaining = remaining[:start] + remaining[end:]
     return calls, _tidy(remaining) if calls else text
+
+
+def _whole_answer_call(text: str, known: Callable[[str], str | None]) -> list[RecoveredCall]:
+    """The calls of an answer that is nothing but call-shaped JSON (bare or fenced) whose objects
+    each carry a name and an arguments key: what a model that means to call writes."""
+    body = text.strip()
+    fence = _FENCE.fullmatch(body)
+    if fence:
+        body = fence.group(2).strip()
+    if not body.startswith(("{", "[")):
+        return []
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return []
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(
+        isinstance(item, dict)
+        and any(isinstance(item.get(key), str) for key in _NAME_KEYS)
+        and any(key in item for key in _ARGUMENT_KEYS)
+        for item in items
+    ):
+        return []
+    return _calls_from_value(value, known)
 
 
 def _mask(text: str, spans: list[tuple[int, int]]) -> str:

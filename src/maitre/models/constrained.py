@@ -1,0 +1,174 @@
+"""Constrained tool calls: the step's answer as one JSON document a schema allows (seed 002).
+
+A tool call is a schema-constrained string by nature, and local servers can enforce a JSON Schema
+while the model writes (llama.cpp turns it into a grammar; vLLM has guided decoding; Ollama takes
+`format`). `step_schema` builds, from the tools offered at this step, the schema of one answer:
+
+- `{"tool": <const name>, "arguments": <that tool's input schema>}` - one call;
+- `{"answer": <string>}` - the reply to the user;
+- with `parallel=True`, also `{"calls": [<a call>, ...]}` - several independent calls at once.
+
+So a tool's name, the types, patterns, enums and required fields of its arguments are enforced
+token by token; what a schema cannot say (an order that does not exist, a business rule, a
+denial) still comes back from the gate as a teaching error.
+
+`request_fields` says how each server takes the schema (`SchemaDialect`), and `read_step`
+turns the constrained answer back into calls or text; an answer that is not the schema's shape
+(a server that ignored it) is left to the adapter's other readings.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..jsonutil import compact_json
+
+if TYPE_CHECKING:
+    from ..tools import Tool
+
+__all__ = ["SCHEMA_DIALECTS", "SchemaDialect", "StepReading", "read_step", "request_fields", "step_schema"]
+
+SchemaDialect = Literal["llama.cpp", "json_schema", "vllm", "ollama"]
+"""How the schema travels in a Chat Completions request:
+
+- `"llama.cpp"`: `response_format: {"type": "json_object", "schema": S}` - what llama-cpp-python's
+  server reads (`_grammar_for_response_format`), and llama.cpp's `llama-server` accepts too;
+- `"json_schema"`: OpenAI's `response_format: {"type": "json_schema", "json_schema": {...}}` -
+  llama-server, vLLM, Ollama's `/v1`, LM Studio;
+- `"vllm"`: `guided_json: S` (vLLM's guided decoding parameter);
+- `"ollama"`: `format: S` (Ollama's own structured-output field).
+"""
+
+SCHEMA_DIALECTS: tuple[SchemaDialect, ...] = ("llama.cpp", "json_schema", "vllm", "ollama")
+
+
+def step_schema(tools: Sequence[Tool], *, parallel: bool = False) -> dict[str, Any]:
+    """The JSON Schema of one step's answer: a call to one of `tools`, or an answer (see the module)."""
+    defs: dict[str, Any] = {}
+    calls: list[dict[str, Any]] = []
+    for index, tool in enumerate(tools):
+        arguments = _hoisted(tool.input_schema, f"t{index}_", defs)
+        calls.append(
+            {
+                "type": "object",
+                "properties": {"tool": {"const": tool.name}, "arguments": arguments},
+                "required": ["tool", "arguments"],
+                "additionalProperties": False,
+            }
+        )
+    options: list[dict[str, Any]] = list(calls)
+    if parallel and calls:
+        options.append(
+            {
+                "type": "object",
+                "properties": {"calls": {"type": "array", "items": {"oneOf": calls}, "minItems": 1}},
+                "required": ["calls"],
+                "additionalProperties": False,
+            }
+        )
+    options.append(
+        {
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        }
+    )
+    schema: dict[str, Any] = {"oneOf": options}
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+def _hoisted(schema: dict[str, Any], prefix: str, defs: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema with its `$defs` moved to the top level under `prefix` names, so the
+    schemas of several tools live in one document without their definitions colliding."""
+    body = copy.deepcopy(schema)
+    own = body.pop("$defs", None) or {}
+    body.pop("$schema", None)
+    renamed = {name: f"{prefix}{name}" for name in own}
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                target = ref.removeprefix("#/$defs/")
+                node = {**node, "$ref": f"#/$defs/{renamed.get(target, target)}"}
+            return {key: rewrite(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [rewrite(item) for item in node]
+        return node
+
+    for name, definition in own.items():
+        defs[renamed[name]] = rewrite(definition)
+    result = rewrite(body)
+    return result if isinstance(result, dict) else {"type": "object"}
+
+
+def request_fields(schema: dict[str, Any], dialect: SchemaDialect) -> dict[str, Any]:
+    """The request fields that carry `schema` for a server of this dialect."""
+    if dialect == "llama.cpp":
+        return {"response_format": {"type": "json_object", "schema": schema}}
+    if dialect == "json_schema":
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "maitre_step", "schema": schema, "strict": True},
+            }
+        }
+    if dialect == "vllm":
+        return {"guided_json": schema}
+    return {"format": schema}
+
+
+@dataclass(kw_only=True)
+class StepReading:
+    """A constrained answer, read: the answer's text, or the calls it makes."""
+
+    text: str = ""
+    calls: list[tuple[str, dict[str, Any] | str]]
+    """(name as written, arguments) in order; arguments that are not an object stay JSON text."""
+
+
+def read_step(text: str) -> StepReading | None:
+    """The constrained answer in `text`, or None when `text` is not one (the server ignored the schema)."""
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        value = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    if set(value) == {"answer"} and isinstance(value["answer"], str):
+        return StepReading(text=value["answer"], calls=[])
+    if set(value) == {"calls"} and isinstance(value["calls"], list) and value["calls"]:
+        calls = [_call(item) for item in value["calls"]]
+        if all(call is not None for call in calls):
+            return StepReading(calls=[call for call in calls if call is not None])
+        return None
+    call = _call(value)
+    return StepReading(calls=[call]) if call is not None else None
+
+
+def _call(value: Any) -> tuple[str, dict[str, Any] | str] | None:
+    if (
+        not isinstance(value, dict)
+        or set(value) - {"tool", "arguments"}
+        or not isinstance(value.get("tool"), str)
+    ):
+        return None
+    arguments = value.get("arguments", {})
+    if isinstance(arguments, dict):
+        return value["tool"], arguments
+    return value["tool"], compact_json(arguments) if not isinstance(arguments, str) else arguments
+
+
+def call_text(name: str, arguments: dict[str, Any]) -> str:
+    """One call as the constrained answer writes it (for earlier turns sent back to the model)."""
+    return compact_json({"tool": name, "arguments": arguments})

@@ -1,0 +1,40 @@
+"""llama-cpp-python's server, as far as the adapter tests need it: its fixtures and its checks.
+
+`llama_cpp_checks` is set as `FakeProvider.validate`: a chat request carrying an assistant message
+whose `content` is null beside `tool_calls` is answered with the server's HTTP 500 (see
+fixtures/README.md for where each answer comes from and what is reconstructed).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .fakeserver import Received, Reply
+
+__all__ = ["LLAMA_CPP", "OTHER_SERVERS", "fixture_reply", "llama_cpp_checks"]
+
+_HERE = Path(__file__).parent / "fixtures"
+LLAMA_CPP: dict[str, Any] = json.loads((_HERE / "llama_cpp_server.json").read_text())
+OTHER_SERVERS: dict[str, Any] = json.loads((_HERE / "other_servers.json").read_text())
+
+
+def fixture_reply(name: str) -> Reply:
+    """A fixture answer by name (from either file), as the fake server sends it."""
+    entry = LLAMA_CPP.get(name) or OTHER_SERVERS[name]
+    headers = {"x-should-retry": "false"} if entry["status"] >= 500 else {}
+    return Reply(status=entry["status"], body=entry["body"], headers=headers)
+
+
+def llama_cpp_checks(received: Received) -> Reply | None:
+    """The server's own refusal of this request, or None when it would answer it."""
+    body = received.body if isinstance(received.body, dict) else {}
+    for message in body.get("messages", []):
+        if (
+            message.get("role") == "assistant"
+            and message.get("tool_calls")
+            and message.get("content") is None
+        ):
+            return fixture_reply("null_content_beside_tool_calls")
+    return None
