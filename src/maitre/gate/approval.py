@@ -28,6 +28,7 @@ from ..exceptions import UserError
 from ..policy import PolicyDecision, normalise_user
 from ..stores import ApprovalRequest, ApprovalStateError, ApprovalStatus, ApprovalStore, AuditEntry
 from ..types import ApprovalTicket, ErrorCode, Principal, TaintSource, ToolError
+from . import personal
 from .authorize import validated_arguments
 from .base import CallContext, Decision
 from .hashing import call_hash_of, is_legacy_call_hash, legacy_call_hash, validated_text
@@ -69,6 +70,14 @@ def _in_scheme_of(stored: str | None, hashed: str, ctx: CallContext, tool: str) 
     return legacy_call_hash(tool, validated_arguments(ctx), ctx.principal, _run_scope(ctx))
 
 
+def _hash(ctx: CallContext) -> str:
+    """This call's hash; for a personal tool keyed (`personal.keyed_call_hash`), since the plain one
+    is a hash of guessable values that the approvals table and the audit log would keep."""
+    assert ctx.tool is not None
+    hashed = call_hash_of(ctx.tool.name, validated_text(ctx), ctx.principal, _run_scope(ctx))
+    return personal.keyed_call_hash(ctx.gate.stores, hashed) if ctx.tool.personal else hashed
+
+
 def _run_scope(ctx: CallContext) -> str | None:
     """The run an approval is bound to; None for a standalone call (no run id)."""
     return None if ctx.run.ephemeral else ctx.run.run_id
@@ -90,7 +99,7 @@ async def approval(ctx: CallContext) -> ToolError | None:
     if ctx.decision is not Decision.APPROVAL_REQUIRED:
         return None  # policy allowed it; an approval id, if any, is left unused (no exemption)
     arguments = validated_arguments(ctx)
-    hashed = call_hash_of(tool.name, validated_text(ctx), ctx.principal, _run_scope(ctx))
+    hashed = _hash(ctx)
     ctx.call_hash = hashed
     store = ctx.gate.stores.approvals
     now = time.time()
@@ -166,7 +175,7 @@ async def approval(ctx: CallContext) -> ToolError | None:
         ctx.validated = validated
         ctx.validated_json = ctx.canonical_validated = None
         ctx.idempotency_key = ctx.idempotency_basis = None
-        edited_hash = call_hash_of(tool.name, validated_text(ctx), ctx.principal, _run_scope(ctx))
+        edited_hash = _hash(ctx)
         execute_hash = _in_scheme_of(request.approved_hash or request.call_hash, edited_hash, ctx, tool.name)
     if not await store.consume(request.id, call_hash=execute_hash, now=time.time()):
         ctx.decision = Decision.APPROVAL_REFUSED
@@ -205,6 +214,7 @@ async def _request(
         taint=_taint_of(run.taint_source if run.tainted else None, policy),
         effect=tool.effect.value,
         risk=tool.risk.value,
+        personal=tool.personal,
     )
     await ctx.gate.stores.approvals.create(request)
     ctx.approval_id = request.id
@@ -322,6 +332,8 @@ class ApprovalService:
                 edited_args = validated.model_dump(mode="json")
             principal = Principal(user=request.user, tenant=request.tenant)
             approved_hash = call_hash(request.tool, edited_args, principal, request.run_id)
+            if tool.personal:
+                approved_hash = personal.keyed_call_hash(self._gate.stores, approved_hash)
         return await self._store.decide(
             approval_id,
             approve=True,

@@ -52,6 +52,7 @@ from ..context import IdempotencyKey, RunContext
 from ..stores.base import Stores
 from ..tools import Tool
 from ..types import Effect, ErrorCode, Principal, ToolError
+from . import personal
 from .base import CallContext
 from .record import RECORD_GRACE_S, record_interrupted
 
@@ -81,6 +82,10 @@ async def execute(ctx: CallContext) -> ToolError | None:
     assert tool is not None
     if ctx.replayed:
         return None  # the idempotency stage found a completed key: nothing runs twice
+    if tool.personal:  # its key, before it runs (a forget during the call must not re-key its records)
+        refused = await personal.prepare(ctx)
+        if refused is not None:
+            return refused
     if not ctx.owns_key:
         return await _attempts(ctx, tool, guard=False)
     try:

@@ -10,15 +10,20 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from ..storage.subject_keys import MemorySubjectKeys, SubjectKeys, is_sealed
 from ..tools import Tool, Toolbox
 from ..types import ErrorCode, Principal, ToolError
+from .personal import open_page
 
 __all__ = ["builtin_toolbox"]
 
 
-def builtin_toolbox(handles: Any) -> Toolbox:
-    """The gate's own tools: `read_result` pages through a cut result."""
+def builtin_toolbox(handles: Any, subject_keys: SubjectKeys | None = None) -> Toolbox:
+    """The gate's own tools: `read_result` pages through a cut result (`subject_keys` opens the
+    sealed pages of a personal tool's result)."""
     box = Toolbox()
+    if subject_keys is None:
+        subject_keys = MemorySubjectKeys()
 
     async def read_result(
         handle: Annotated[
@@ -46,6 +51,8 @@ def builtin_toolbox(handles: Any) -> Toolbox:
         tail = f"\n[page {page} of {len(pages)} of the result of {meta.get('tool', 'a tool')}"
         tail += f'; next: read_result(handle="{handle}", page={page + 1})]' if page < len(pages) else "]"
         shown: str = pages[page - 1]
+        if is_sealed(shown):  # a personal tool's page: readable only while its user's key lives
+            shown = await open_page(subject_keys, principal.tenant, principal.user, shown)
         return shown + tail
 
     box.add(

@@ -54,6 +54,7 @@ from ..storage.owners import current_owner, owner_status
 from ..stores.base import IdempotencyRecord
 from ..tools import Tool
 from ..types import Effect, ErrorCode, ToolError, ToolResult
+from . import personal
 from .authorize import validated_arguments
 from .base import CallContext, Decision, GateLimits
 from .hashing import json_string, key_of, legacy_key, may_hold_legacy, sha256_text, validated_text
@@ -114,6 +115,8 @@ def _mint(ctx: CallContext) -> tuple[str, Basis]:
         key = key_of(tool.name, ctx.principal, "arguments", validated_text(ctx), run_id=ctx.run.run_id)
     else:
         kind, key = "arguments", key_of(tool.name, ctx.principal, "arguments", validated_text(ctx))
+    if tool.personal:  # the plain key is a hash of guessable values: only a keyed one is stored
+        key = personal.keyed_idempotency_key(ctx, key)
     ctx.idempotency_key, ctx.idempotency_basis = key, kind
     return key, kind
 
@@ -125,9 +128,9 @@ def mint_key(ctx: CallContext) -> str:
 
 def _legacy(ctx: CallContext) -> str | None:
     """The version-1 key of this call, when its store may still hold one (see `hashing`)."""
-    if ctx.gate._own_stores or not may_hold_legacy(ctx.gate.stores.idempotency):
-        return None
     assert ctx.tool is not None
+    if ctx.gate._own_stores or ctx.tool.personal or not may_hold_legacy(ctx.gate.stores.idempotency):
+        return None
     return legacy_key(ctx.tool.name, ctx.principal, _basis(ctx)[1])
 
 
@@ -178,7 +181,11 @@ async def idempotency(ctx: CallContext) -> ToolError | None:
     window = _window(ctx, kind)
     if ctx.decision is Decision.APPROVAL_REQUIRED:
         window = None  # the approval stage let this call through only to replay: never to run
-    fingerprint = sha256_text(validated_text(ctx))[:32]
+    fingerprint = (
+        personal.keyed_fingerprint(ctx, validated_text(ctx))
+        if tool.personal
+        else sha256_text(validated_text(ctx))[:32]
+    )
     legacy_checked = False
     for _ in range(5):  # a record that changes between our reads (released, taken over): look again
         now = time.time()
@@ -206,7 +213,8 @@ async def idempotency(ctx: CallContext) -> ToolError | None:
         if kind == "host" and existing.fingerprint != fingerprint:
             return _key_reused(ctx)
         if existing.state == "completed" and existing.result is not None:
-            _replay(ctx, existing, kind, now)
+            opened = await personal.open_stored(ctx, existing.result) if tool.personal else None
+            _replay(ctx, existing, kind, now, opened)
             return None
         gone = existing.state == "in_flight" and owner_status(existing.owner) == "dead"
         if existing.state == "in_flight" and not gone:
@@ -264,9 +272,11 @@ async def _owned(ctx: CallContext) -> ToolError | None:
     return None
 
 
-def _replay(ctx: CallContext, record: IdempotencyRecord, kind: Basis, now: float) -> None:
+def _replay(
+    ctx: CallContext, record: IdempotencyRecord, kind: Basis, now: float, opened: dict[str, Any] | None = None
+) -> None:
     assert record.result is not None
-    stored = json.loads(record.result)
+    stored = opened if opened is not None else json.loads(record.result)
     if kind == "arguments":
         ago = max(0, round(now - record.updated_at))
         stored["note"] = (
@@ -334,7 +344,8 @@ async def _reconcile(ctx: CallContext, key: str, me: str) -> ToolError | None:
         await store.mark_uncertain(key, tenant=tenant, owner=me)
         return _uncertain(ctx, gone=False, why="and its reconcile check returned a result that is not valid")
     stored = {"content": shaped.content, "structured": shaped.structured, "handle": shaped.handle}
-    await store.complete(key, compact_json(stored), tenant=tenant, now=time.time())
+    text = await personal.seal_stored(ctx, stored) if tool.personal else compact_json(stored)
+    await store.complete(key, text, tenant=tenant, now=time.time())
     ctx.output = None
     ctx.replay = stored
     ctx.replayed = True
@@ -361,10 +372,14 @@ async def settle(ctx: CallContext, result: ToolResult) -> None:
         return
     if not result.is_error:
         stored = {"content": result.content, "structured": result.structured, "handle": result.handle}
+        tool = ctx.tool
+        text = await personal.seal_stored(ctx, stored) if tool is not None and tool.personal else None
+        if text is None:
+            text = compact_json(stored)
         if completing_recorder(ctx.gate, store) is not None:
-            ctx.completion = compact_json(stored)  # committed with the call's audit entry
+            ctx.completion = text  # committed with the call's audit entry
             return
-        await store.complete(key, compact_json(stored), tenant=tenant, now=time.time())
+        await store.complete(key, text, tenant=tenant, now=time.time())
         return
     code = result.error.code if result.error else ErrorCode.INTERNAL
     if not ctx.executed or code not in (ErrorCode.TIMEOUT, ErrorCode.INTERNAL):

@@ -135,7 +135,7 @@ class Gate:
         self.approval_ttl_s = approval_ttl_s
         self.approvals = ApprovalService(self)
         self.handles = self.stores.handles
-        self.builtins = builtin_toolbox(self.handles)
+        self.builtins = builtin_toolbox(self.handles, getattr(self.stores, "subject_keys", None))
         self.builtin_names = frozenset(self.builtins.names())
         self.recorders: list[Recorder] = list(recorders)
         if audit if audit is not None else stores is not None:

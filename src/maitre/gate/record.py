@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..audit import AuditEntry, digest, redact
 from ..audit.canonical import canonical_json
+from ..exceptions import StoreError
 from ..types import ToolError, ToolResult
+from . import personal
 from .base import CallContext, Decision
 from .hashing import sha256_text, validated_text
 
@@ -67,12 +69,17 @@ class AuditRecorder:
 
     async def __call__(self, ctx: CallContext, result: ToolResult) -> None:
         shown: str | None
-        if self.arguments == "redacted":
-            arguments = ctx.validated_json if ctx.validated_json is not None else ctx.arguments
-            shown = None if arguments is None else canonical_json(redact(arguments))
-        else:  # the digest of the text the call's other hashes were taken over (no new encoding)
-            text = validated_text(ctx) if ctx.validated_json is not None else ctx.canonical_arguments
-            shown = None if text is None else sha256_text(text)
+        result_digest: str | None
+        if ctx.tool is not None and ctx.tool.personal:
+            shown, result_digest = await _personal_fields(ctx, result, self.arguments)
+        else:
+            if self.arguments == "redacted":
+                arguments = ctx.validated_json if ctx.validated_json is not None else ctx.arguments
+                shown = None if arguments is None else canonical_json(redact(arguments))
+            else:  # the digest of the text the call's other hashes were taken over (no new encoding)
+                text = validated_text(ctx) if ctx.validated_json is not None else ctx.canonical_arguments
+                shown = None if text is None else sha256_text(text)
+            result_digest = None if result.is_error else digest(result.content)
         detail = ctx.detail
         if (
             detail is None
@@ -95,7 +102,7 @@ class AuditRecorder:
             call_hash=ctx.call_hash,
             approval_id=ctx.approval_id,
             arguments=shown,
-            result_digest=None if result.is_error else digest(result.content),
+            result_digest=result_digest,
             error_code=str(result.error.code) if result.error else None,
             detail=detail,
             duration_ms=round((time.perf_counter() - ctx.started) * 1000, 3),
@@ -107,6 +114,26 @@ class AuditRecorder:
             return
         ctx.completion = None  # taken: a second pass (after an internal error) appends alone
         await _complete_and_append(self.store, ctx.gate.stores.idempotency, ctx, completion, entry)
+
+
+async def _personal_fields(
+    ctx: CallContext, result: ToolResult, mode: Literal["digest", "redacted"]
+) -> tuple[str | None, str | None]:
+    """(arguments, result digest) of a personal call's audit entry: digests under the subject's
+    key, or in redacted mode the redacted arguments sealed under it (`maitre.gate.personal`). With
+    no key to be had (a server store without a secret) both are left out, never written plain."""
+    try:
+        key = await personal.subject_key(ctx)
+    except StoreError:
+        return None, None
+    shown: str | None
+    if mode == "redacted":
+        arguments = ctx.validated_json if ctx.validated_json is not None else ctx.arguments
+        shown = None if arguments is None else key.seal(canonical_json(redact(arguments)), "audit.arguments")
+    else:
+        text = validated_text(ctx) if ctx.validated_json is not None else ctx.canonical_arguments
+        shown = None if text is None else key.digest(text, "audit.arguments")
+    return shown, None if result.is_error else key.digest(result.content, "audit.result")
 
 
 async def _complete_and_append(

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from ..jsonutil import compact_json
 from ..tokens import split_by_tokens, token_ids
 from ..types import ErrorCode, Provenance, ToolError, ToolResult, Trust
+from . import personal
 from .base import CallContext
 
 __all__ = ["cap_bytes", "shape_error", "shape_output", "split_pages", "utf8_len"]
@@ -140,7 +141,7 @@ async def shape_output(ctx: CallContext) -> ToolResult | ToolError:
                 handle,
                 tenant=ctx.principal.tenant,
                 user=ctx.principal.user,
-                pages=pages,
+                pages=await personal.seal_pages(ctx, pages) if tool.personal else pages,
                 meta={"tool": tool.name, "tokens": tokens, "call_id": ctx.call.id, "bytes_dropped": dropped},
                 now=time.time(),
                 ttl_s=ctx.gate.limits.handle_ttl_s,

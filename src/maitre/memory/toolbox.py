@@ -17,6 +17,13 @@ Metadata, and why:
 The model chooses `origin`: "stated" when the user said it about themselves, "inferred" when the model
 concluded it. An inferred fact never overwrites a stated one (see `maitre.memory.rules`). Secrets are
 refused with an error the model can act on. A fact the user asked to forget is not saved again.
+
+All three are `personal=True`: the gate keeps their arguments and results only sealed under the
+user's key or as keyed digests (`maitre.gate.personal`), and `forget_memory` destroys that key
+(`Stores.erase_subject`), so the gate's idempotency records, audit entries, handles and approval
+requests stop holding anything readable about the user - while the audit chain still verifies.
+A forget shreds the gate's copies of *all* of the user's personal calls, not only the forgotten
+fact's: the memory store keeps the facts themselves, and replays of older calls say "forgotten".
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ..exceptions import UserError
+from ..stores import Stores
 from ..tools import Toolbox
 from ..types import Principal, ToolError
 from .aio import AsyncMemoryStore
@@ -70,7 +78,7 @@ def memory_toolbox(store: MemoryStore | AsyncMemoryStore, *, namespace: str | No
     # idempotent: the memory store itself makes an identical write a no-op ("Already stored."), so the
     # gate mints no key and keeps no stored result - a replay could repeat a value the user has since
     # asked to forget; the store's tombstone answers instead.
-    @box.tool(effect="write", risk="low", tags=("memory",), idempotent=True)
+    @box.tool(effect="write", risk="low", tags=("memory",), idempotent=True, personal=True)
     async def save_memory(
         key: MemoryKey,
         value: MemoryValue,
@@ -110,7 +118,7 @@ def memory_toolbox(store: MemoryStore | AsyncMemoryStore, *, namespace: str | No
         }.get(outcome.action, "Saved.")
         return {"saved": saved, "note": note, "current": _fact(outcome.current)}
 
-    @box.tool(effect="read", tags=("memory",))
+    @box.tool(effect="read", tags=("memory",), personal=True)
     async def search_memory(query: SearchQuery, principal: Principal, k: TopK = 5) -> dict[str, Any]:
         """Search the user's long-term memory for current facts relevant to a request.
 
@@ -131,8 +139,10 @@ def memory_toolbox(store: MemoryStore | AsyncMemoryStore, *, namespace: str | No
             result["note"] = "Nothing relevant is stored for this user."
         return result
 
-    @box.tool(effect="destructive", risk="low", tags=("memory",))
-    async def forget_memory(key: MemoryKey, principal: Principal, value: str | None = None) -> dict[str, Any]:
+    @box.tool(effect="destructive", risk="low", tags=("memory",), personal=True)
+    async def forget_memory(
+        key: MemoryKey, principal: Principal, stores: Stores, value: str | None = None
+    ) -> dict[str, Any]:
         """Forget a fact about the user everywhere (all its history), because the user asked you to.
 
         Use it only when the user asks to delete or forget something. Give the value too to forget
@@ -153,6 +163,9 @@ def memory_toolbox(store: MemoryStore | AsyncMemoryStore, *, namespace: str | No
                 f"Nothing stored under {key!r}" + (f" with value {value!r}" if value else "") + ".",
                 suggestions=keys[:10],
             )
+        # The gate's copies too: every record a personal tool left for this user is sealed under
+        # the user's key; destroying it makes all of them unreadable (this call's own included).
+        await stores.erase_subject(principal.tenant, principal.user)
         return {"forgotten": report.facts, "summaries_removed": report.summaries_removed}
 
     return box

@@ -128,6 +128,7 @@ async def open_stores(
     schema: str | None = None,
     rate_limits_url: str | None = None,
     rate_limits_prefix: str = "maitre:rl:",
+    secret: bytes | str | None = None,
 ) -> Stores:
     """Open every store from one URL (see the module docstring for the forms).
 
@@ -136,12 +137,14 @@ async def open_stores(
         schema: Postgres schema (overrides `?schema=` in the URL; default `maitre`).
         rate_limits_url: a `redis://` URL to keep rate limits in Redis instead.
         rate_limits_prefix: key prefix for the Redis buckets.
+        secret: the master secret personal tools' data is sealed under (default: the environment,
+            else a key file beside a SQLite database; see `maitre.storage.subject_keys`).
 
     Example:
         >>> stores = await open_stores("sqlite:///var/lib/maitre/maitre.db")
         >>> await stores.close()
     """
-    stores = await _open_backend(url, schema=schema)
+    stores = await _open_backend(url, schema=schema, secret=secret)
     if rate_limits_url is not None:
         if not rate_limits_url.startswith(("redis://", "rediss://", "unix://")):
             await stores.close()
@@ -154,9 +157,9 @@ async def open_stores(
     return stores
 
 
-async def _open_backend(url: str, *, schema: str | None) -> Stores:
+async def _open_backend(url: str, *, schema: str | None, secret: bytes | str | None = None) -> Stores:
     if url in ("memory://", "memory:", ":memory:"):
-        return MemoryStores()
+        return MemoryStores(secret=secret)
     if url.startswith(("postgresql://", "postgres://")):
         from maitre.storage.postgres import PostgresStores
 
@@ -164,7 +167,7 @@ async def _open_backend(url: str, *, schema: str | None) -> Stores:
         query = parse_qsl(parts.query, keep_blank_values=True)
         url_schema = next((value for key, value in query if key == "schema"), None)
         dsn = urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query if k != "schema"])))
-        return await PostgresStores.open(dsn, schema=schema or url_schema or "maitre")
+        return await PostgresStores.open(dsn, schema=schema or url_schema or "maitre", secret=secret)
     if url.startswith("sqlite://"):
         parts = urlsplit(url)
         path = parts.netloc + parts.path
@@ -172,9 +175,9 @@ async def _open_backend(url: str, *, schema: str | None) -> Stores:
         if not path:
             raise ValueError(f"no file path in {url!r}: use sqlite:///abs/path.db or sqlite://rel/path.db")
         synchronous = options.get("synchronous", "NORMAL").upper()
-        return SQLiteStores(path, synchronous=cast(Synchronous, synchronous))
+        return SQLiteStores(path, synchronous=cast(Synchronous, synchronous), secret=secret)
     if "://" in url:
         raise ValueError(
             f"unknown store URL {url!r}: use memory://, a file path, sqlite:///path.db or postgresql://..."
         )
-    return SQLiteStores(url)
+    return SQLiteStores(url, secret=secret)

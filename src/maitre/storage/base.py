@@ -29,11 +29,14 @@ import copy
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from maitre.audit.chain import GENESIS_HASH, AuditEntry, seal
 from maitre.exceptions import StoreError
 from maitre.types import TaintSource
+
+if TYPE_CHECKING:
+    from maitre.storage.subject_keys import SubjectKeys
 
 __all__ = [
     "AlreadyExistsError",
@@ -153,6 +156,10 @@ class ApprovalRequest:
     """The tool's declared effect when the request was made (`read`, `write`, `destructive`)."""
     risk: str | None = None
     """The tool's declared risk level when the request was made (`low` ... `critical`)."""
+    personal: bool = False
+    """The tool is personal (`Tool.personal`): the SQL stores keep `arguments` and
+    `edited_arguments` sealed under the user's key, opened here while that key lives; once it is
+    erased (a forget) they read as `{"$forgotten": true}`."""
 
     @property
     def approved_arguments(self) -> dict[str, Any]:
@@ -549,6 +556,16 @@ class Stores:
     """Short backend name: `memory`, `sqlite`, `postgres`."""
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list, repr=False)
     """Called, last first, by `close()`."""
+    subject_keys: SubjectKeys = field(default_factory=lambda: _memory_subject_keys(), repr=False)
+    """Per-subject keys that seal personal tools' data (`maitre.storage.subject_keys`); the SQL
+    stores keep them in their database, anything else in process memory."""
+
+    async def erase_subject(self, tenant: str, user: str) -> bool:
+        """Crypto-shred everything the gate's stores hold for one user of one tenant from personal
+        tools (`Tool.personal`): their sealed results, arguments and digests become unreadable and
+        unconfirmable, in this database, its WAL and every backup, while the audit chain still
+        verifies. Returns True when the subject had a key. `forget` calls it (see `maitre.memory`)."""
+        return await self.subject_keys.erase(tenant, user)
 
     async def close(self) -> None:
         """Release connections. Idempotent."""
@@ -561,3 +578,9 @@ class Stores:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+def _memory_subject_keys() -> SubjectKeys:
+    from maitre.storage.subject_keys import MemorySubjectKeys
+
+    return MemorySubjectKeys()

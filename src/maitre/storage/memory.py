@@ -377,8 +377,11 @@ class MemoryRateLimiter:
 class MemoryStores(Stores):
     """All stores in process memory."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, secret: bytes | str | None = None) -> None:
+        from maitre.storage.subject_keys import MemorySubjectKeys, master_secret
+
         super().__init__(
+            subject_keys=MemorySubjectKeys(master_secret(secret, database=":memory:")),
             approvals=MemoryApprovalStore(),
             idempotency=MemoryIdempotencyStore(),
             audit=MemoryAuditStore(),

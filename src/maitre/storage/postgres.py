@@ -6,6 +6,8 @@ concern is the SQL one, shared with SQLite.
 
 from __future__ import annotations
 
+import os
+
 from maitre.storage.approvals import SQLApprovalStore
 from maitre.storage.audit import SQLAuditStore
 from maitre.storage.base import Stores
@@ -15,6 +17,7 @@ from maitre.storage.idempotency import SQLIdempotencyStore
 from maitre.storage.rate_limits import SQLRateLimiter
 from maitre.storage.runs import SQLRunStore
 from maitre.storage.schema import GATE_SCHEMA
+from maitre.storage.subject_keys import SQLSubjectKeys, master_secret
 
 __all__ = ["PostgresStores"]
 
@@ -33,7 +36,14 @@ class PostgresStores(Stores):
     """
 
     def __init__(
-        self, dsn: str, *, schema: str = "maitre", pool_size: int = 4, max_lifetime_s: float = 1800.0
+        self,
+        dsn: str,
+        *,
+        schema: str = "maitre",
+        pool_size: int = 4,
+        max_lifetime_s: float = 1800.0,
+        secret: bytes | str | None = None,
+        secret_file: str | os.PathLike[str] | None = None,
     ) -> None:
         engine = PostgresEngine(dsn, schema=schema, pool_size=pool_size, max_lifetime_s=max_lifetime_s)
         engine.require(GATE_SCHEMA)
@@ -41,8 +51,9 @@ class PostgresStores(Stores):
         """The engine (its `dsn`, `schema` and `q()`, for tools and tests)."""
         # Until `open` (or a caller) has read the schema table, keys are also looked up in version 1.
         self._sql_idempotency = idempotency = SQLIdempotencyStore(engine)
+        keys = SQLSubjectKeys(engine, master_secret(secret, secret_file))
         super().__init__(
-            approvals=SQLApprovalStore(engine),
+            approvals=SQLApprovalStore(engine, keys),
             idempotency=idempotency,
             audit=SQLAuditStore(engine),
             handles=SQLHandleStore(engine),
@@ -50,14 +61,31 @@ class PostgresStores(Stores):
             rate_limits=SQLRateLimiter(engine),
             backend="postgres",
             closers=[engine.close],
+            subject_keys=keys,
         )
 
     @classmethod
     async def open(
-        cls, dsn: str, *, schema: str = "maitre", pool_size: int = 4, max_lifetime_s: float = 1800.0
+        cls,
+        dsn: str,
+        *,
+        schema: str = "maitre",
+        pool_size: int = 4,
+        max_lifetime_s: float = 1800.0,
+        secret: bytes | str | None = None,
+        secret_file: str | os.PathLike[str] | None = None,
     ) -> PostgresStores:
-        """Connect, create or migrate the schema, and return the stores."""
-        stores = cls(dsn, schema=schema, pool_size=pool_size, max_lifetime_s=max_lifetime_s)
+        """Connect, create or migrate the schema, and return the stores. `secret` / `secret_file`
+        (or `$MAITRE_GATE_SECRET`): the master secret personal tools' data is sealed under, needed
+        only once a personal tool is called (`maitre.storage.subject_keys`)."""
+        stores = cls(
+            dsn,
+            schema=schema,
+            pool_size=pool_size,
+            max_lifetime_s=max_lifetime_s,
+            secret=secret,
+            secret_file=secret_file,
+        )
         try:
             await stores.db.migrate(GATE_SCHEMA)
             await stores._sql_idempotency.load_hash_generation()

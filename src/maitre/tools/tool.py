@@ -128,6 +128,12 @@ class Tool:
     """Force (True) or waive (False) human approval regardless of the risk matrix."""
     long_running: bool = False
     """Declared long work: MCP serves it as a task."""
+    personal: bool = False
+    """The arguments and the result are personal data about the calling user (memory tools): the
+    gate keeps them in its stores - idempotency records, audit log (every mode), result handles,
+    approval requests - only sealed under that user's key or as keyed digests, so
+    `Stores.erase_subject` (what `forget` calls) makes every copy unreadable
+    (`maitre.gate.personal`)."""
     source: str = "local"
     """`local`, or `mcp:<server>` for imported tools."""
     upstream_name: str | None = None
@@ -154,6 +160,7 @@ class Tool:
         self.scopes = frozenset(self.scopes)
         self.tags = tuple(self.tags)
         self.egress = bool(self.egress)
+        self.personal = bool(self.personal)
         if not self.timeout or self.timeout < 0:  # None too: metadata arrives untyped (**metadata)
             raise ToolDefinitionError(f"{self.name}: timeout must be a positive number of seconds")
         if self.retries < 0 or self.retries > 10:

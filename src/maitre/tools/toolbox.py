@@ -68,7 +68,8 @@ class Toolbox:
         "untrusted"), tags, scopes, open_world, egress (a read that sends its arguments out: gated
         like an open-world write after untrusted content), idempotent, business_key, reconcile
         (`reconcile(key) -> result | None`, for an in-doubt write), owner, requires_approval,
-        long_running.
+        long_running, personal (arguments and result are the calling user's personal data: the
+        gate's stores keep them only sealed under that user's key, see `Tool.personal`).
         """
         if fn is not None:
             if options:
