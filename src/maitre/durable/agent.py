@@ -1,0 +1,476 @@
+"""Agent runs as DBOS workflows: each model call and each gate call a recorded step.
+
+```python
+durable = DurableAgent(agent)                       # before launch: recovery finds it by name
+launch(system_database_for("maitre.db"), executor_id="worker-1")
+run = await durable.run("refund order A1042", alice, run_id="r-1")
+```
+
+The agent loop is not changed: `DurableAgent` gives it a model and a gate that record what they
+return through the protocols it already calls (`Model.complete`, `Gate.call`), and a run store whose
+`load` is recorded too. When the process dies, DBOS runs the workflow again (on restart, or on
+another worker that found this executor dead, see `maitre.durable.worker`): the loop runs from the
+start, every recorded step returns what it returned the first time without running (no model call
+is repeated, no tool is called again), and the first step that was not recorded runs for real.
+
+Exactly-once effects are the gate's: a step killed inside a write runs again, and its idempotency
+key - minted from the run id and the arguments, the same in the new attempt - decides. A key left
+in flight by a dead process is in doubt: the tool's `reconcile` hook says whether the effect
+happened (the call replays it or runs once); without a hook the run stops as needing a person
+(`NeedsHuman`), with the call named, instead of handing the model a refusal it might read past.
+
+What the gate changes in the run (loop guard, budgets, taint, provenance) is recorded with each
+gate step and restored when the step replays. Gate calls of one step run one at a time in a
+durable run, in the order the model proposed them, so the replay meets them in the same order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+from dbos import DBOS, SetWorkflowID
+
+from ..context import RunContext, new_run_id
+from ..exceptions import UserError
+from ..gate import CallOptions, Gate
+from ..messages import Message, UserMessage, message_from_dict
+from ..models.base import Model, ModelError, ModelRequest, ModelResponse
+from ..storage.base import ApprovalStateError, RunState
+from ..types import ErrorCode, Principal, ToolCall, ToolResult
+from ._codec import (
+    apply_context,
+    decode_model,
+    decode_result,
+    encode_model,
+    encode_model_error,
+    encode_result,
+)
+
+if TYPE_CHECKING:
+    from ..agent import Agent, ApprovalDecision, Run
+
+__all__ = [
+    "DurableAgent",
+    "DurableGate",
+    "DurableModel",
+    "NeedsHuman",
+    "durable_run",
+    "get_agent",
+    "in_doubt",
+]
+
+logger = logging.getLogger("maitre.durable")
+
+_AGENTS: dict[str, DurableAgent] = {}
+
+
+def get_agent(name: str) -> DurableAgent:
+    """The durable agent registered under `name` in this process."""
+    found = _AGENTS.get(name)
+    if found is None:
+        raise UserError(
+            f"no durable agent named {name!r} in this process: build DurableAgent(..., name={name!r}) "
+            "before launch (a worker builds it from its FILE:FACTORY)"
+        )
+    return found
+
+
+def in_doubt(result: ToolResult) -> bool:
+    """True when the gate says an earlier attempt of this write may or may not have happened."""
+    error = result.error
+    return (
+        error is not None
+        and error.code is ErrorCode.INVALID_STATE
+        and error.details.get("idempotency") == "uncertain"
+    )
+
+
+@dataclass(frozen=True)
+class NeedsHumanInfo:
+    tool: str
+    call_id: str
+    message: str
+
+
+class NeedsHuman(BaseException):
+    """A write is in doubt after a crash and its tool has no `reconcile` hook: the run stops here.
+
+    A BaseException on purpose: it passes through the agent loop (which turns every `Exception`
+    into an ordinary stop) to the workflow, which stops the run as needing a person."""
+
+    def __init__(self, info: NeedsHumanInfo) -> None:
+        super().__init__(info.message)
+        self.info = info
+
+
+def _needs_human_in(exc: BaseException) -> NeedsHuman | None:
+    if isinstance(exc, NeedsHuman):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _needs_human_in(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _in_workflow() -> bool:
+    return DBOS.workflow_id is not None
+
+
+class DurableModel:
+    """A model whose `complete` is a DBOS step inside a workflow (plain pass-through outside)."""
+
+    def __init__(self, model: Model) -> None:
+        self.inner = model
+        self.name = model.name
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        if not _in_workflow():
+            return await self.inner.complete(request)
+        text = await DBOS.run_step_async({"name": "maitre.model.complete"}, self._step, request)
+        return decode_model(text)
+
+    async def _step(self, request: ModelRequest) -> str:
+        try:
+            response = await self.inner.complete(request)
+        except ModelError as exc:
+            return encode_model_error(exc)
+        return encode_model(response)
+
+
+class DurableGate:
+    """A gate whose `call` is a DBOS step inside a workflow, recording the result and the run's gate
+    state after it; everything else is the wrapped gate's."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.inner = gate
+        self._locks: dict[int, tuple[anyio.Lock, int]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def call(
+        self,
+        call: ToolCall,
+        principal: Principal,
+        run: RunContext | None = None,
+        options: CallOptions | None = None,
+        *,
+        approval_id: str | None = None,
+    ) -> ToolResult:
+        if not _in_workflow() or run is None:
+            return await self.inner.call(call, principal, run, options, approval_id=approval_id)
+        key = id(run)
+        lock, users = self._locks.get(key, (anyio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:  # FIFO: the calls of one step reach DBOS in the order they were proposed
+                text = await DBOS.run_step_async(
+                    {"name": "maitre.gate.call"}, self._step, call, principal, run, options, approval_id
+                )
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+        result, recorded = decode_result(text)
+        if recorded is not None:
+            apply_context(run, recorded)
+        if in_doubt(result):
+            raise NeedsHuman(
+                NeedsHumanInfo(
+                    tool=result.name,
+                    call_id=call.id,
+                    message=(
+                        f"The run stopped: an earlier attempt of {result.name} (call {call.id}) was "
+                        "interrupted and may or may not have taken effect, and the tool has no reconcile "
+                        "check. A person must check it before the run goes on."
+                    ),
+                )
+            )
+        return result
+
+    async def _step(
+        self,
+        call: ToolCall,
+        principal: Principal,
+        run: RunContext,
+        options: CallOptions | None,
+        approval_id: str | None,
+    ) -> str:
+        result = await self.inner.call(call, principal, run, options, approval_id=approval_id)
+        return encode_result(result, run)
+
+
+class RecordedRuns:
+    """A run store whose `load` is a DBOS step inside a workflow: a resumed run starts from the state
+    it had when the workflow began, however often the loop saved since."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def load(self, run_id: str, *, tenant: str | None = None) -> RunState | None:
+        if not _in_workflow():
+            loaded: RunState | None = await self.inner.load(run_id, tenant=tenant)
+            return loaded
+        text = await DBOS.run_step_async({"name": "maitre.runs.load"}, self._step, run_id, tenant)
+        data = json.loads(text)
+        return None if data is None else RunState(data["status"], data["state_json"])
+
+    async def _step(self, run_id: str, tenant: str | None) -> str:
+        saved = await self.inner.load(run_id, tenant=tenant)
+        return json.dumps(None if saved is None else {"status": saved.status, "state_json": saved.state_json})
+
+
+def _with_recorded_runs(stores: Any) -> Any:
+    if isinstance(stores.runs, RecordedRuns):
+        return stores
+    import copy
+
+    view = copy.copy(stores)  # the same stores, but the agent's run loads are recorded
+    view.runs = RecordedRuns(stores.runs)
+    return view
+
+
+class DurableAgent:
+    """An `Agent` whose runs and resumptions are DBOS workflows. See the module docstring.
+
+    Args:
+        agent: the agent (its model, gate and stores are wrapped in place: build one per durable
+            agent, and use the durable agent from then on).
+        name: what recovered workflows look the agent up by; every process that may recover this
+            agent's runs builds it under the same name before `launch`.
+    """
+
+    agent: Agent
+    name: str
+
+    def __init__(self, agent: Agent, *, name: str = "default") -> None:
+        registered = _AGENTS.get(name)
+        if registered is not None and registered.agent is not agent:
+            raise UserError(f"a durable agent named {name!r} is already registered in this process")
+        self.agent = agent
+        self.name = name
+        if not isinstance(agent.model, DurableModel):
+            agent.model = cast(Model, DurableModel(agent.model))
+        if not isinstance(agent.gate, DurableGate):
+            agent.gate = cast(Gate, DurableGate(agent.gate))
+        agent.stores = _with_recorded_runs(agent.stores)
+        _AGENTS[name] = self
+
+    @property
+    def gate(self) -> Gate:
+        return self.agent.gate
+
+    @property
+    def stores(self) -> Any:
+        return self.agent.stores
+
+    def _runs(self) -> Any:
+        """The agent's run store itself (its loads not recorded)."""
+        runs = self.agent.stores.runs
+        return runs.inner if isinstance(runs, RecordedRuns) else runs
+
+    def unregister(self) -> None:
+        if _AGENTS.get(self.name) is self:
+            del _AGENTS[self.name]
+
+    async def run(
+        self, goal_or_messages: str | Sequence[Message], principal: Principal, *, run_id: str | None = None
+    ) -> Run:
+        """`Agent.run` as a workflow whose id is the run id (run again with the same id: the
+        recorded outcome, nothing runs twice)."""
+        from ..agent import Run
+
+        messages = (
+            [UserMessage(content=goal_or_messages)]
+            if isinstance(goal_or_messages, str)
+            else list(goal_or_messages)
+        )
+        run_id = run_id or new_run_id()
+        with SetWorkflowID(run_id):
+            text = await _run_workflow(
+                self.name, run_id, [m.to_dict() for m in messages], principal.to_dict()
+            )
+        return Run.from_json(text)
+
+    async def resume(
+        self,
+        run_id: str,
+        decisions: Mapping[str, ApprovalDecision] | None = None,
+        *,
+        principal: Principal | None = None,
+    ) -> Run:
+        """`Agent.resume` as a workflow. Its id names the pause it resumes (the run and the approvals
+        it waits on), so two workers resuming the same pause run one workflow."""
+        from ..agent import Run
+
+        tenant = principal.tenant if principal else None
+        saved = await self._runs().load(run_id, tenant=tenant)
+        if saved is None:
+            raise UserError(f"no run {run_id!r} in this agent's store")
+        run = Run.from_json(saved.state_json)
+        if not run.paused:
+            return run
+        pending = ",".join(sorted(p.approval_id for p in run.pending))
+        workflow_id = f"{run_id}:resume:{hashlib.sha256(pending.encode()).hexdigest()[:16]}"
+        encoded = {
+            approval_id: {
+                "approve": d.approve,
+                "approver": d.approver.to_dict() if isinstance(d.approver, Principal) else d.approver,
+                "message": d.message,
+                "edited_arguments": d.edited_arguments,
+            }
+            for approval_id, d in (decisions or {}).items()
+        }
+        with SetWorkflowID(workflow_id):
+            text = await _resume_workflow(
+                self.name, run_id, principal.to_dict() if principal else None, encoded
+            )
+        return Run.from_json(text)
+
+    async def continue_abandoned(self, run_id: str, *, principal: Principal | None = None) -> Run:
+        """A durable run left `running` is continued by DBOS's recovery, not by asking the model again:
+        wait (bounded) for its workflow, then return the run as saved."""
+        from ..agent import Run
+
+        workflows = await DBOS.list_workflows_async(
+            workflow_id_prefix=run_id, status=["PENDING", "ENQUEUED"], load_input=False, load_output=False
+        )
+        for status in workflows:
+            handle: Any = await DBOS.retrieve_workflow_async(status.workflow_id)
+            with anyio.move_on_after(60.0):
+                await handle.get_result()
+        tenant = principal.tenant if principal else None
+        saved = await self._runs().load(run_id, tenant=tenant)
+        if saved is None:
+            raise UserError(f"no run {run_id!r} in this agent's store")
+        return Run.from_json(saved.state_json)
+
+    # -- inside the workflows ----------------------------------------------------------------------
+
+    async def _run_body(self, run_id: str, messages: list[dict[str, Any]], principal: dict[str, Any]) -> str:
+        who = Principal.from_dict(principal)
+        try:
+            run = await self.agent.run([message_from_dict(m) for m in messages], who, run_id=run_id)
+        except BaseException as exc:
+            stop = _needs_human_in(exc)
+            if stop is None:
+                raise
+            return await self._stop_for_human(run_id, who, stop)
+        return run.to_json()
+
+    async def _resume_body(
+        self, run_id: str, principal: dict[str, Any] | None, decisions: dict[str, dict[str, Any]]
+    ) -> str:
+        who = Principal.from_dict(principal) if principal else None
+        if decisions:
+            await DBOS.run_step_async({"name": "maitre.approvals.decide"}, self._decide, decisions)
+        try:
+            run = await self.agent.resume(run_id, None, principal=who)
+        except BaseException as exc:
+            stop = _needs_human_in(exc)
+            if stop is None:
+                raise
+            saved = await self.agent.stores.runs.load(run_id)
+            owner = who
+            if owner is None and saved is not None:
+                from ..agent import Run
+
+                owner = Run.from_json(saved.state_json).principal
+            assert owner is not None
+            return await self._stop_for_human(run_id, owner, stop)
+        return run.to_json()
+
+    async def _decide(self, decisions: dict[str, dict[str, Any]]) -> str:
+        approvals = self.agent.gate.approvals
+        for approval_id, d in decisions.items():
+            approver = d["approver"]
+            who = Principal.from_dict(approver) if isinstance(approver, dict) else approver
+            try:
+                if d["approve"]:
+                    await approvals.approve(
+                        approval_id, who, d.get("edited_arguments"), note=d.get("message")
+                    )
+                else:
+                    await approvals.deny(approval_id, who, d.get("message") or "denied")
+            except ApprovalStateError:
+                logger.info("approval %s was already decided", approval_id)
+        return "ok"
+
+    async def _stop_for_human(self, run_id: str, principal: Principal, stop: NeedsHuman) -> str:
+        text: str = await DBOS.run_step_async(
+            {"name": "maitre.runs.needs_human"}, self._save_needs_human, run_id, principal, stop.info
+        )
+        return text
+
+    async def _save_needs_human(self, run_id: str, principal: Principal, info: NeedsHumanInfo) -> str:
+        from ..agent import Run, RunStatus, StopReason
+
+        runs = self._runs()
+        saved = await runs.load(run_id, tenant=principal.tenant)
+        run = Run.from_json(saved.state_json) if saved is not None else Run(id=run_id, principal=principal)
+        run.status = RunStatus.STOPPED
+        run.stop_reason = getattr(StopReason, "NEEDS_HUMAN", None)
+        run.final_text = info.message
+        run.pending = []
+        run.events.append(
+            {
+                "type": "needs_human",
+                "run_id": run_id,
+                "tool": info.tool,
+                "call_id": info.call_id,
+                "at": time.time(),
+            }
+        )
+        await runs.save(
+            run_id, tenant=principal.tenant, status=str(run.status), state_json=run.to_json(), now=time.time()
+        )
+        logger.warning("run %s needs a person: %s", run_id, info.message)
+        return run.to_json()
+
+
+@DBOS.workflow(name="maitre.durable.run")
+async def _run_workflow(
+    agent_name: str, run_id: str, messages: list[dict[str, Any]], principal: dict[str, Any]
+) -> str:
+    return await get_agent(agent_name)._run_body(run_id, messages, principal)
+
+
+@DBOS.workflow(name="maitre.durable.resume")
+async def _resume_workflow(
+    agent_name: str, run_id: str, principal: dict[str, Any] | None, decisions: dict[str, dict[str, Any]]
+) -> str:
+    return await get_agent(agent_name)._resume_body(run_id, principal, decisions)
+
+
+async def durable_run(
+    agent: Agent | DurableAgent,
+    goal_or_messages: str | Sequence[Message],
+    principal: Principal,
+    *,
+    run_id: str | None = None,
+    name: str = "default",
+) -> Run:
+    """Run `agent` durably once (wrapping it in a `DurableAgent` named `name` if it is not one)."""
+    durable = (
+        agent if isinstance(agent, DurableAgent) else _AGENTS.get(name) or DurableAgent(agent, name=name)
+    )
+    if durable.agent is not (agent.agent if isinstance(agent, DurableAgent) else agent):
+        raise UserError(f"another agent is registered as {name!r}; pass name=")
+    return await durable.run(goal_or_messages, principal, run_id=run_id)

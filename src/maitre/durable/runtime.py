@@ -1,0 +1,142 @@
+"""DBOS in this process: one system database, one explicit executor id, launched once.
+
+DBOS Transact keeps its state in a *system database* of its own. maitre keeps it apart from the
+gate's database, so maitre's schema checks keep meaning what they say:
+
+| maitre's stores                 | DBOS's system database (default)                 |
+|---------------------------------|--------------------------------------------------|
+| `/var/lib/maitre/maitre.db`     | `sqlite:////var/lib/maitre/maitre.dbos.sqlite`   |
+| `postgresql://host/db`          | `postgresql://host/db_dbos` (its own database)   |
+
+`launch(system_database_url, executor_id=...)` configures and launches DBOS; it must run after
+every `DurableAgent` of the process is built (DBOS recovers this executor's pending workflows at
+launch, and a recovered workflow looks its agent up by name). From inside a running event loop,
+recovered workflows run on that loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from dbos import DBOS, DBOSConfig
+
+from ..exceptions import UserError
+
+__all__ = [
+    "APPLICATION_VERSION",
+    "default_executor_id",
+    "executor_id",
+    "is_launched",
+    "launch",
+    "shutdown",
+    "system_database_for",
+    "system_database_url",
+]
+
+logger = logging.getLogger("maitre.durable")
+
+APPLICATION_VERSION = "maitre-durable-1"
+"""Every maitre process on one system database declares this version, so any of them may recover
+another's workflows (DBOS recovers only workflows of its own application version)."""
+
+_launched: dict[str, str] = {}
+
+
+def system_database_for(stores_url: str) -> str:
+    """The DBOS system database beside the maitre stores at `stores_url` (see the module docstring)."""
+    if stores_url.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(stores_url)
+        database = parts.path.lstrip("/") or "postgres"
+        return urlunsplit(parts._replace(path=f"/{database}_dbos", query=""))
+    if stores_url.startswith("sqlite://"):
+        parts = urlsplit(stores_url)
+        path = parts.netloc + parts.path
+    elif "://" in stores_url or stores_url in (":memory:",):
+        raise UserError(f"durable runs need durable stores (a SQLite file or Postgres), not {stores_url!r}")
+    else:
+        path = stores_url
+    file = Path(path).resolve()
+    return f"sqlite:///{file.with_name(file.stem + '.dbos.sqlite')}"
+
+
+def default_executor_id() -> str:
+    """`MAITRE_EXECUTOR_ID` if set, else one new id for this process (host, pid, random)."""
+    configured = os.environ.get("MAITRE_EXECUTOR_ID")
+    if configured:
+        return configured
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def launch(
+    system_database_url: str,
+    *,
+    executor_id: str | None = None,
+    log_level: str = "WARNING",
+    extra: dict[str, Any] | None = None,
+) -> str:
+    """Configure and launch DBOS for this process; returns its executor id. Launching again with
+    the same database and executor id does nothing; with others it is a `UserError`."""
+    chosen = executor_id or default_executor_id()
+    if _launched:
+        if _launched == {"url": system_database_url, "executor": chosen} or executor_id is None:
+            return _launched["executor"]
+        raise UserError(
+            f"DBOS is already launched in this process (executor {_launched['executor']!r} on "
+            f"{_launched['url']!r}); call maitre.durable.shutdown() first"
+        )
+    config: DBOSConfig = {
+        "name": "maitre",
+        "system_database_url": system_database_url,
+        "executor_id": chosen,
+        "application_version": APPLICATION_VERSION,
+        "log_level": log_level,
+    }
+    if extra:
+        config.update(extra)  # type: ignore[typeddict-item]
+    DBOS(config=config)
+    try:
+        DBOS.launch()
+    except BaseException:
+        DBOS.destroy()
+        raise
+    _launched.update(url=system_database_url, executor=chosen)
+    logger.info("DBOS launched: executor %s on %s", chosen, _redacted(system_database_url))
+    return chosen
+
+
+def shutdown() -> None:
+    """Stop DBOS in this process (its threads, its connections); a later `launch` starts afresh."""
+    if _launched:
+        DBOS.destroy()
+        _launched.clear()
+
+
+def is_launched() -> bool:
+    return bool(_launched)
+
+
+def executor_id() -> str:
+    """This process's executor id (`launch` must have run)."""
+    if not _launched:
+        raise UserError("DBOS is not launched in this process: call maitre.durable.launch(...) first")
+    return _launched["executor"]
+
+
+def system_database_url() -> str:
+    if not _launched:
+        raise UserError("DBOS is not launched in this process: call maitre.durable.launch(...) first")
+    return _launched["url"]
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url

@@ -1,0 +1,137 @@
+"""The agent the kill tests run in real processes, with a SIGKILL wherever `MAITRE_KILL` says.
+
+`MAITRE_KILL` (only in the process to kill):
+
+- `model:N`            inside the N-th model call of this process
+- `before:TOOL`        inside TOOL, before its side effect
+- `inside:TOOL`        inside TOOL, after its side effect (the ledger line is written), before it returns
+- `after:TOOL`         after the gate finished TOOL (key completed, audited), before DBOS recorded the step
+- `paused`             right after the run paused for an approval (the run's workflow has returned)
+
+The ledger (`MAITRE_LEDGER`) gets one line per real side effect; the model log (`MAITRE_MODEL_LOG`)
+one line per model call that really ran. The model is scripted and deterministic: a run that is
+never killed gives the same answer.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from maitre import Toolbox
+from maitre.agent import Agent, Limits
+from maitre.context import IdempotencyKey
+from maitre.gate import Gate
+from maitre.models.base import ModelRequest, ModelResponse, Usage
+from maitre.types import ToolCall, ToolResult
+
+FLIGHT = {"flight": "AI-101", "day": "2026-12-24"}
+
+
+def _kill(point: str) -> None:
+    if os.environ.get("MAITRE_KILL") == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _ledger() -> Path:
+    return Path(os.environ["MAITRE_LEDGER"])
+
+
+def _effects(tool: str) -> list[str]:
+    path = _ledger()
+    if not path.exists():
+        return []
+    return [line for line in path.read_text().splitlines() if line.startswith(tool + " ")]
+
+
+def box() -> Toolbox:
+    tools = Toolbox("trip")
+
+    @tools.tool
+    def find_flight(day: str) -> dict[str, Any]:
+        """Find the flight for a day."""
+        return {"flight": FLIGHT["flight"], "day": day, "fare_inr": 5400}
+
+    def reconcile_booking(key: IdempotencyKey) -> str | None:
+        for line in _effects("book_flight"):
+            if line.split(" ")[1] == str(key):
+                return f"Booked {line.split(' ')[2]} (reference {str(key)[-8:]})."
+        return None
+
+    @tools.tool(effect="write", reconcile=reconcile_booking)
+    def book_flight(flight: str, day: str, key: IdempotencyKey) -> str:
+        """Book a seat on a flight (has a reconcile check)."""
+        _kill("before:book_flight")
+        with _ledger().open("a") as f:
+            f.write(f"book_flight {key} {flight} {day}\n")
+        _kill("inside:book_flight")
+        return f"Booked {flight} (reference {str(key)[-8:]})."
+
+    @tools.tool(effect="write")
+    def charge_card(amount_inr: int, key: IdempotencyKey) -> str:
+        """Charge the card (no reconcile check: an in-doubt charge needs a person)."""
+        with _ledger().open("a") as f:
+            f.write(f"charge_card {key} {amount_inr}\n")
+        _kill("inside:charge_card")
+        return f"Charged {amount_inr} INR."
+
+    @tools.tool(effect="write", requires_approval=True)
+    def upgrade_seat(flight: str, key: IdempotencyKey) -> str:
+        """Upgrade the seat (needs approval)."""
+        with _ledger().open("a") as f:
+            f.write(f"upgrade_seat {key} {flight}\n")
+        _kill("inside:upgrade_seat")
+        return f"Upgraded on {flight}."
+
+    return tools
+
+
+class KillGate(Gate):
+    async def call(self, call: ToolCall, *args: Any, **kwargs: Any) -> ToolResult:
+        result = await super().call(call, *args, **kwargs)
+        _kill(f"after:{call.name.rsplit('.', 1)[-1]}")
+        return result
+
+
+class TripModel:
+    """find_flight -> book_flight -> charge_card -> [upgrade_seat] -> answer (by what the goal asks)."""
+
+    name = "scripted-trip"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        log = os.environ.get("MAITRE_MODEL_LOG")
+        if log:
+            with open(log, "a") as f:  # noqa: ASYNC230 - a line, in a test
+                f.write(f"{os.getpid()} {self.calls}\n")
+        _kill(f"model:{self.calls}")
+        goal = next(m.content for m in request.messages if getattr(m, "role", "") == "user")
+        done = [m for m in request.messages if getattr(m, "role", "") == "tool"]
+        step = len(done)
+        plan: list[tuple[str, dict[str, Any]]] = [("trip.find_flight", {"day": FLIGHT["day"]})]
+        plan.append(("trip.book_flight", dict(FLIGHT)))
+        if "charge" in goal:
+            plan.append(("trip.charge_card", {"amount_inr": 5400}))
+        if "upgrade" in goal:
+            plan.append(("trip.upgrade_seat", {"flight": FLIGHT["flight"]}))
+        usage = Usage(input_tokens=10, output_tokens=5)
+        if step < len(plan):
+            name, arguments = plan[step]
+            return ModelResponse(
+                tool_calls=[ToolCall(id=f"call_{step}", name=name, arguments=arguments)],
+                usage=usage,
+                stop_reason="tool_use",
+                model="scripted",
+            )
+        text = " | ".join(getattr(m, "content", "") for m in done)
+        return ModelResponse(text=f"Done: {text}", usage=usage, model="scripted")
+
+
+def make_agent(stores: Any) -> Agent:
+    gate = KillGate(box(), stores=stores)
+    return Agent(TripModel(), gate=gate, limits=Limits(max_steps=8))  # type: ignore[arg-type]
