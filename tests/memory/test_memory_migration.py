@@ -21,9 +21,13 @@ import pytest
 from maitre.embeddings import HashingEmbedder
 from maitre.exceptions import StoreError
 from maitre.memory import MemoryStore
+from maitre.memory.persistence import memory_schema
 from maitre.storage import SQLiteStores
 
 from .conftest import _PG_REASON, PG_DSN, PG_SECRET, Clock
+
+MEMORY_VERSION = memory_schema("sqlite").version
+"""The memory schema's version today: an old database is migrated forward to it (version 2 added episodes)."""
 
 # The memory schema before `maitre_schema` (memory/backend.py COMMON_SCHEMA + each backend's setup).
 OLD_COMMON = [
@@ -144,7 +148,9 @@ def test_a_sqlite_memory_file_from_before_the_version_table_opens_with_everythin
     try:
         assert snapshot(store) == expected
         with sqlite3.connect(old) as check:
-            assert check.execute("SELECT component, version FROM maitre_schema").fetchall() == [("memory", 1)]
+            assert check.execute("SELECT component, version FROM maitre_schema").fetchall() == [
+                ("memory", MEMORY_VERSION)
+            ]
         # A forgotten fact stays forgotten (the tombstones and the secret came along).
         assert store.write("bob", "allergy", "peanuts", "2025-05-06", "chat-9") is None
         # New writes get fresh seqs and are found.
@@ -182,7 +188,7 @@ async def test_memory_and_the_gate_stores_share_one_file_each_with_its_version(t
     await stores.close()
     with sqlite3.connect(path) as conn:
         rows = dict(conn.execute("SELECT component, version FROM maitre_schema").fetchall())
-    assert rows["memory"] == 1 and "gate" in rows
+    assert rows["memory"] == MEMORY_VERSION and "gate" in rows
     reopened = MemoryStore.sqlite(path, embedder=HashingEmbedder())
     try:
         assert reopened.current("alice", "city").value == "Lyon"  # type: ignore[union-attr]
@@ -240,7 +246,7 @@ def test_a_postgres_memory_schema_from_before_the_version_table_opens_with_every
         assert snapshot(store) == expected
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
             rows = conn.execute(f'SELECT component, version FROM "{old}".maitre_schema').fetchall()
-        assert rows == [("memory", 1)]
+        assert rows == [("memory", MEMORY_VERSION)]
         assert store.write("bob", "allergy", "peanuts", "2025-05-06", "chat-9") is None
         store.write("alice", "city", "Marseille", "2026-09-01", "chat-5")
         assert [h.fact.value for h in store.retrieve("alice", "city Marseille", 1)] == ["Marseille"]

@@ -6,7 +6,10 @@
 2. their entries in the lexical index (FTS5 / tsvector) and the vector index;
 3. every summary built from any of them, found through lineage (`memory_summary_sources`);
    the profile is rebuilt from what remains instead of being dropped;
-4. and it writes one tombstone per distinct forgotten value: an HMAC of (tenant, user, canonical key,
+4. the episodes (raw conversation turns) the facts were extracted from, and every episode of the
+   user whose text holds a forgotten value as a whole word (`maitre.memory.episodes`): the raw text
+   is a copy of the value too; forgetting everything forgets every episode;
+5. and it writes one tombstone per distinct forgotten value: an HMAC of (tenant, user, canonical key,
    folded value; `maitre.memory.identity`), never the text, which the write path checks so the same
    fact cannot be extracted again or come back with a replayed import, however it is spelled.
 
@@ -27,9 +30,10 @@ takes the forgotten fact's place in the conflict order instead, so the key simpl
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .backend import Backend, Db
+from .episodes import delete_episodes, episodes_holding, episodes_linked
 from .identity import value_identity
 from .model import DeleteReport, Fact, MemoryPolicy, Status, fact_text, from_micros, normalise_value
 from .profile import PROFILE_ID, rebuild_profile
@@ -49,9 +53,23 @@ def erase(
     policy: MemoryPolicy,
     digest: Callable[[Fact], list[str]],
     now_us: int,
+    ids: Sequence[str] | None = None,
 ) -> DeleteReport:
-    """Forget `key` (or one `value` of it, or everything when `key` is None) for one user."""
-    if key is None:
+    """Forget `key` (or one `value` of it, or everything when `key` is None) for one user.
+
+    With `ids`, only the facts with those ids (and `key` is ignored): forgetting an episode
+    forgets the facts extracted from it."""
+    by_ids = ids is not None
+    if ids is not None:
+        rows = []
+        for chunk in chunks(list(ids)):
+            rows += db.execute(
+                f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ? "
+                f"AND id IN ({', '.join('?' * len(chunk))})",
+                (tenant, user, *chunk),
+            )
+        key = ""
+    elif key is None:
         rows = db.execute(f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ?", (tenant, user))
     else:
         rows = db.execute(
@@ -64,8 +82,27 @@ def erase(
         found = [
             (s, f) for s, f in found if normalise_value(f.value) == norm or value_identity(f.value) == ident
         ]
+    if key is None:
+        episode_seqs = {
+            int(r[0])
+            for r in db.execute(
+                "SELECT seq FROM memory_episodes WHERE tenant = ? AND user_id = ?", (tenant, user)
+            )
+        }
+    else:
+        values = sorted({f.value for _, f in found if not f.retracted and f.value})
+        if value is not None:
+            values = sorted({*values, value})
+        episode_seqs = episodes_linked(db, tenant, user, [f.id for _, f in found]) | episodes_holding(
+            db, tenant, user, values
+        )
+    removed_episodes = delete_episodes(db, backend.kind, tenant, user, sorted(episode_seqs))
     if not found:
-        return DeleteReport()
+        if removed_episodes:
+            bump_version(db, tenant, user, removed=[f"e{s}" for s in sorted(episode_seqs)])
+        return DeleteReport(episodes=len(removed_episodes))
+    if key is None:
+        db.execute("DELETE FROM memory_episode_facts WHERE tenant = ? AND user_id = ?", (tenant, user))
     indexed = [(s, f) for s, f in found if f.status == Status.CURRENT and not f.retracted]
     backend.unindex(db, [(s, tenant, user, fact_text(f.key, f.value)) for s, f in indexed])
     digests = sorted({digest(f)[0] for _, f in found if not f.retracted and f.value})
@@ -93,20 +130,32 @@ def erase(
     for chunk in chunks(ids):
         marks = ", ".join("?" * len(chunk))
         db.execute(f"UPDATE memory_facts SET superseded_by = NULL WHERE superseded_by IN ({marks})", chunk)
-    if value is not None and key is not None and key not in policy.multi_valued:
+    if not by_ids and value is not None and key is not None and key not in policy.multi_valued:
         _hold_forgotten_slot(db, [f for _, f in found], now_us)
+    for chunk in chunks([f.id for _, f in found]):
+        marks = ", ".join("?" * len(chunk))
+        db.execute(
+            f"DELETE FROM memory_episode_facts WHERE tenant = ? AND user_id = ? AND fact_id IN ({marks})",
+            (tenant, user, *chunk),
+        )
     if PROFILE_ID in summary_ids:
         rebuild_profile(db, tenant, user, policy, now_us)
     if key is None:
         db.execute("DELETE FROM memory_summary_sources WHERE tenant = ? AND user_id = ?", (tenant, user))
         db.execute("DELETE FROM memory_summaries WHERE tenant = ? AND user_id = ?", (tenant, user))
     backend.purge(db)
-    bump_version(db, tenant, user)
+    bump_version(
+        db,
+        tenant,
+        user,
+        removed=[f"f{s}" for s, _ in indexed] + [f"e{s}" for s in sorted(episode_seqs)],
+    )
     return DeleteReport(
         facts=len(found),
         summaries_removed=len(dropped),
         profile_rebuilt=PROFILE_ID in summary_ids,
         tombstones=len(digests),
+        episodes=len(removed_episodes),
     )
 
 

@@ -36,9 +36,11 @@ __all__ = [
     "DEFAULT_PROFILE_KEYS",
     "DEFAULT_TENANT",
     "DeleteReport",
+    "Episode",
     "Fact",
     "Hit",
     "KEY_HINTS",
+    "MemoryHit",
     "MemoryPolicy",
     "Origin",
     "Profile",
@@ -179,6 +181,10 @@ class Candidate:
     """`stated` if the user said it about themselves, `inferred` if the system concluded it."""
     retract: bool = False
     """True if the candidate says the value stopped being true."""
+    episode_id: str | None = None
+    """The episode (stored with `MemoryStore.add_episodes`) it was extracted from: the stored fact
+    is linked to it, and forgetting the fact forgets that episode too. Extractors set it to the
+    turn's id (`ConversationTurn.id`)."""
 
 
 @dataclass(kw_only=True)
@@ -213,6 +219,94 @@ class Hit:
     def source(self) -> str:
         """Where the fact came from."""
         return self.fact.source
+
+
+@dataclass(kw_only=True)
+class Episode:
+    """One raw conversation turn (or message) kept beside the facts: who said what, when, where.
+
+    Facts extracted from an episode are linked to it (`fact_ids`; a `Candidate.episode_id` makes the
+    link when it is written), and forgetting a fact forgets the episodes it came from: the raw text
+    holds the value too (`maitre.memory.forget`)."""
+
+    id: str
+    """Caller-chosen id (a message id), unique per (tenant, user)."""
+    tenant: str
+    """Isolation boundary."""
+    user: str
+    """Whose memory it is (the owner; the speaker may be someone else)."""
+    speaker: str
+    """Who said it: a name, or a role such as `user`."""
+    text: str
+    """What was said."""
+    at: datetime
+    """When it was said (UTC)."""
+    session: str = ""
+    """The conversation or session it belongs to."""
+    role: str = "user"
+    """`user`, `assistant`, `tool` or another speaker's role."""
+    source: str = ""
+    """Where it came from: a channel, an import, a transcript id."""
+    recorded_at: datetime | None = None
+    """When this store learned it."""
+    fact_ids: list[str] = field(default_factory=list)
+    """Ids of the facts extracted from it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (ISO-8601 times)."""
+        return {
+            "id": self.id,
+            "tenant": self.tenant,
+            "user": self.user,
+            "speaker": self.speaker,
+            "text": self.text,
+            "at": self.at.isoformat(),
+            "session": self.session,
+            "role": self.role,
+            "source": self.source,
+            "recorded_at": self.recorded_at.isoformat() if self.recorded_at else None,
+            "fact_ids": list(self.fact_ids),
+        }
+
+
+@dataclass(kw_only=True)
+class MemoryHit:
+    """One result of `MemoryStore.search`: an episode or a fact, and why it ranked."""
+
+    kind: str
+    """`episode` or `fact`."""
+    score: float
+    """Weighted reciprocal-rank-fusion score (comparable only within one query)."""
+    episode: Episode | None = None
+    """The episode, for `kind == "episode"`."""
+    fact: Fact | None = None
+    """The fact, for `kind == "fact"`."""
+    similarity: float | None = None
+    """Cosine similarity of query and text, if it was a dense candidate."""
+    lexical: bool = False
+    """True if it matched the query's words."""
+
+    @property
+    def id(self) -> str:
+        """The episode's or the fact's id."""
+        item = self.episode if self.episode is not None else self.fact
+        return item.id if item is not None else ""
+
+    @property
+    def text(self) -> str:
+        """What it says: the episode's text (with its speaker), or `key: value`."""
+        if self.episode is not None:
+            return f"{self.episode.speaker}: {self.episode.text}"
+        if self.fact is not None:
+            return f"{self.fact.key}: {self.fact.value}"
+        return ""
+
+    @property
+    def at(self) -> datetime | None:
+        """When it was said (episode) or became true (fact)."""
+        if self.episode is not None:
+            return self.episode.at
+        return self.fact.valid_from if self.fact is not None else None
 
 
 @dataclass(kw_only=True)
@@ -271,6 +365,9 @@ class DeleteReport:
     """True if the profile depended on a deleted fact and was rebuilt without it."""
     tombstones: int = 0
     """Tombstones written (one per distinct forgotten value)."""
+    episodes: int = 0
+    """Episodes removed: those the deleted facts were extracted from, and those whose text holds a
+    forgotten value."""
 
 
 @dataclass(kw_only=True, frozen=True)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMON_SCHEMA",
+    "EPISODE_SCHEMA",
     "INDEX",
     "MEMORY_TABLES",
     "MemoryIndex",
@@ -94,9 +95,53 @@ COMMON_SCHEMA = [
         PRIMARY KEY (tenant, user_id))""",
 ]
 
+#: Version 2 (issue 16): episodes (raw conversation turns) beside facts, their links to the facts
+#: extracted from them, and the per-user log of vector changes (incremental refresh of the caches).
+EPISODE_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS memory_episodes (
+        seq {SERIAL_PK},
+        id TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        session TEXT NOT NULL,
+        speaker TEXT NOT NULL,
+        role TEXT NOT NULL,
+        source TEXT NOT NULL,
+        at BIGINT NOT NULL,
+        recorded_at BIGINT NOT NULL,
+        text TEXT NOT NULL,
+        vec {BLOB} NOT NULL,
+        UNIQUE (tenant, user_id, id))""",
+    "CREATE INDEX IF NOT EXISTS memory_episodes_at ON memory_episodes (tenant, user_id, at)",
+    """CREATE TABLE IF NOT EXISTS memory_episode_facts (
+        tenant TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        episode_id TEXT NOT NULL,
+        fact_id TEXT NOT NULL,
+        PRIMARY KEY (tenant, user_id, episode_id, fact_id))""",
+    "CREATE INDEX IF NOT EXISTS memory_episode_facts_fact ON memory_episode_facts (tenant, user_id, fact_id)",
+    """CREATE TABLE IF NOT EXISTS memory_vector_log (
+        tenant TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        version BIGINT NOT NULL,
+        added TEXT NOT NULL,
+        removed TEXT NOT NULL,
+        PRIMARY KEY (tenant, user_id, version))""",
+]
+_EPISODE_SQLITE = [
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_episodes_fts USING fts5(scope, body, tokenize='porter unicode61')",
+]
+_EPISODE_POSTGRES = [
+    "ALTER TABLE memory_episodes ADD COLUMN IF NOT EXISTS tsv tsvector",
+    "CREATE INDEX IF NOT EXISTS memory_episodes_tsv ON memory_episodes USING gin (tsv)",
+]
+
 MEMORY_TABLES = frozenset(
     {
         "memory_meta",
+        "memory_episodes",
+        "memory_episode_facts",
+        "memory_vector_log",
         "memory_facts",
         "memory_tombstones",
         "memory_summaries",
@@ -110,6 +155,7 @@ INDEX = "memory"
 """The search index's name: SQLite `memory_fts` + `memory_vectors`, Postgres `memory_index`."""
 
 _SERIAL_PK = {"sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT", "postgres": "BIGSERIAL PRIMARY KEY"}
+_BLOB = {"sqlite": "BLOB", "postgres": "BYTEA"}
 
 
 def _legacy_version(present: frozenset[str], marker: int) -> int | None:
@@ -123,6 +169,10 @@ def memory_schema(dialect: str) -> Schema:
     Postgres' `memory_index` is created by the backend after the migration: its vector column's
     type depends on the embedder's dimension and on whether pgvector can be enabled."""
     common = [statement.replace("{SERIAL_PK}", _SERIAL_PK[dialect]) for statement in COMMON_SCHEMA]
+    episodes = [
+        statement.replace("{SERIAL_PK}", _SERIAL_PK[dialect]).replace("{BLOB}", _BLOB[dialect])
+        for statement in EPISODE_SCHEMA
+    ]
     return Schema(
         component="memory",
         migrations=[
@@ -130,7 +180,8 @@ def memory_schema(dialect: str) -> Schema:
                 version=1,
                 statements=common,
                 sqlite=SQLITE_SEARCH.index_ddl(INDEX, dim=0, native_vectors=False),
-            )
+            ),
+            Migration(version=2, statements=episodes, sqlite=_EPISODE_SQLITE, postgres=_EPISODE_POSTGRES),
         ],
         tables=MEMORY_TABLES,
         legacy_version=_legacy_version,

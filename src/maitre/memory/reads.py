@@ -17,7 +17,7 @@ from .model import Fact, MemoryPolicy
 from .rows import COLS, row_fact
 from .writes import slot_of
 
-__all__ = ["current_values", "key_history", "user_facts", "user_ids", "values_at"]
+__all__ = ["current_values", "facts_valid_at", "key_history", "user_facts", "user_ids", "values_at"]
 
 
 def current_values(db: Db, tenant: str, user: str, key: str) -> list[Fact]:
@@ -74,3 +74,31 @@ def user_ids(db: Db, tenant: str) -> list[str]:
         "SELECT DISTINCT user_id FROM memory_facts WHERE tenant = ? ORDER BY user_id", (tenant,)
     )
     return [r[0] for r in rows]
+
+
+def facts_valid_at(
+    db: Db,
+    tenant: str,
+    user: str,
+    *,
+    policy: MemoryPolicy,
+    valid_at: datetime,
+    known_at: datetime,
+    after: datetime | None = None,
+) -> list[tuple[int, Fact]]:
+    """(seq, winner) of every slot of the user at valid time `valid_at` as known at `known_at`.
+
+    With `after`, only winners that became true at or after it. Superseded facts are included:
+    this is what was true then, not what is current."""
+    rows = db.execute(f"SELECT {COLS} FROM memory_facts WHERE tenant = ? AND user_id = ?", (tenant, user))
+    slots: dict[str, list[Fact]] = {}
+    for r in rows:
+        fact = row_fact(r)[1]
+        multi = fact.key in policy.multi_valued
+        slots.setdefault(slot_of(fact.key, fact.value, multi=multi), []).append(fact)
+    out = []
+    for facts in slots.values():
+        best = rules.winner(facts, valid_at=valid_at, known_at=known_at)
+        if best is not None and best.seq is not None and (after is None or best.valid_from >= after):
+            out.append((best.seq, best))
+    return sorted(out, key=lambda item: item[0])

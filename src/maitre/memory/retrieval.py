@@ -17,19 +17,32 @@ stored BLOBs when the user's version counter says another writer changed it.
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .backend import Backend, Db
-from .vectors import VectorCache
+from .vectors import VectorCache, VectorSnapshots, parse_log
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["CANDIDATES", "RRF_K", "Ranked", "fuse", "query_terms", "rank"]
+__all__ = [
+    "CANDIDATES",
+    "RRF_K",
+    "SNAPSHOT_MIN_ROWS",
+    "Ranked",
+    "dense_search",
+    "fuse",
+    "query_terms",
+    "rank",
+]
+
+log = logging.getLogger(__name__)
 
 RRF_K = 60
 CANDIDATES = 50
@@ -116,6 +129,7 @@ def rank(
     dim: int,
     k: int,
     min_similarity: float,
+    snapshots: VectorSnapshots | None = None,
 ) -> list[Ranked]:
     """The user's current facts for a query, fused from both rankers (see `fuse`).
 
@@ -128,7 +142,7 @@ def rank(
     elif backend.native_vectors:
         dense = backend.dense(db, tenant, user, query_vector, CANDIDATES)
     else:
-        dense = _dense_cached(db, backend, cache, tenant, user, query_vector, scope, version, dim)
+        dense = _dense_cached(db, backend, cache, tenant, user, query_vector, scope, version, dim, snapshots)
     return fuse(lexical, dense, k=k, min_similarity=min_similarity)
 
 
@@ -142,20 +156,138 @@ def _dense_cached(
     scope: str,
     version: int,
     dim: int,
+    snapshots: VectorSnapshots | None = None,
 ) -> list[tuple[int, float]]:
-    hits = cache.search(scope, version, qvec, CANDIDATES)
+    return dense_search(
+        db,
+        cache,
+        snapshots,
+        kind="f",
+        backend_kind=backend.kind,
+        tenant=tenant,
+        user=user,
+        scope=scope,
+        version=version,
+        dim=dim,
+        query=qvec,
+        limit=CANDIDATES,
+        load_all=lambda: backend.load_vectors(db, tenant, user, dim),
+    )
+
+
+SNAPSHOT_MIN_ROWS = 2048
+"""A scope with at least this many vectors gets a memory-mapped snapshot file (when a directory is set)."""
+
+
+def _vectors_by_seq(db: Db, backend_kind: str, kind: str, seqs: list[int]) -> list[tuple[int, bytes]]:
+    """The stored float32 blobs of some rows: facts' in the vector index, episodes' in their table."""
+    if kind == "e":
+        table, column = "memory_episodes", "vec"
+    elif backend_kind == "postgres":
+        table, column = "memory_index", "emb"
+    else:
+        table, column = "memory_vectors", "vec"
+    out: list[tuple[int, bytes]] = []
+    for start in range(0, len(seqs), 500):
+        chunk = seqs[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        out += [
+            (int(r[0]), bytes(r[1]))
+            for r in db.execute(f"SELECT seq, {column} FROM {table} WHERE seq IN ({marks})", chunk)
+        ]
+    return out
+
+
+def dense_search(
+    db: Db,
+    cache: VectorCache,
+    snapshots: VectorSnapshots | None,
+    *,
+    kind: str,
+    backend_kind: str,
+    tenant: str,
+    user: str,
+    scope: str,
+    version: int,
+    dim: int,
+    query: NDArray[np.float32],
+    limit: int,
+    load_all: Callable[[], tuple[list[int], list[bytes]]],
+    allowed: set[int] | None = None,
+) -> list[tuple[int, float]]:
+    """Top (seq, cosine) of one scope's vectors (`kind` `f` facts or `e` episodes), exactly, in numpy.
+
+    The scope's matrix comes from, in order of preference: this process's cache at `version`; the
+    cache (or the memory-mapped snapshot file) at an older version brought up to date from the
+    vector log, reading only the rows changed since (`parse_log`); or a full load of every BLOB
+    (after which a large scope's snapshot is written, so the next process starts from it)."""
+    hits = cache.search(scope, version, query, limit, allowed)
     if hits is not None:
         return hits
-    seqs, blobs = backend.load_vectors(db, tenant, user, dim)
+    cached = cache.version_of(scope)
+    if (cached is None or cached > version) and snapshots is not None:
+        snap = snapshots.load(scope, dim)
+        if snap is not None and snap[0] <= version:
+            cache.put(scope, snap[0], snap[1], snap[2])
+            cached = cache.version_of(scope)
+    changed = 0
+    if cached is not None and cached < version:
+        log_rows = db.execute(
+            "SELECT version, added, removed FROM memory_vector_log WHERE tenant = ? AND user_id = ? "
+            "AND version > ? AND version <= ?",
+            (tenant, user, cached, version),
+        )
+        delta = parse_log(log_rows, cached, version, kind)
+        if delta is not None:
+            added, removed = delta
+            changed_rows = _vectors_by_seq(db, backend_kind, kind, added)
+            vectors = [
+                (seq, np.frombuffer(blob, dtype="<f4", count=dim).astype(np.float32))
+                for seq, blob in changed_rows
+            ]
+            cache.apply(scope, cached, version, vectors, removed)
+            changed = len(added) + len(removed)
+    hits = cache.search(scope, version, query, limit, allowed)
+    if hits is not None:
+        if snapshots is not None and changed > SNAPSHOT_MIN_ROWS // 2:
+            _save_snapshot(db, cache, snapshots, scope, kind, tenant, user)
+        return hits
+    seqs, blobs = load_all()
     matrix = (
         np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim).astype(np.float32)
         if blobs
         else np.zeros((0, dim), dtype=np.float32)
     )
     cache.put(scope, version, np.asarray(seqs, dtype=np.int64), matrix)
-    hits = cache.search(scope, version, qvec, CANDIDATES)
+    hits = cache.search(scope, version, query, limit, allowed)
     if hits is None:  # too large to cache: search the loaded matrix directly
-        sims = np.einsum("ij,j->i", matrix, qvec)
-        top = np.argsort(-sims)[:CANDIDATES]
-        hits = [(int(seqs[i]), float(sims[i])) for i in top]
+        sims = np.einsum("ij,j->i", matrix, query) if len(seqs) else np.zeros(0, dtype=np.float32)
+        order = np.argsort(-sims, kind="stable")
+        hits = [(int(seqs[i]), float(sims[i])) for i in order if allowed is None or int(seqs[i]) in allowed][
+            :limit
+        ]
+    elif snapshots is not None and len(seqs) >= SNAPSHOT_MIN_ROWS:
+        _save_snapshot(db, cache, snapshots, scope, kind, tenant, user)
     return hits
+
+
+def _save_snapshot(
+    db: Db, cache: VectorCache, snapshots: VectorSnapshots, scope: str, kind: str, tenant: str, user: str
+) -> None:
+    rows = cache.rows(scope)
+    if rows is None:
+        return
+    version, seqs, matrix = rows
+    try:
+        snapshots.save(scope, version, seqs, matrix)
+    except OSError as exc:  # a read-only or full disk costs speed, never an answer
+        log.info("memory: could not write the vector snapshot: %s", exc)
+        return
+    # A deletion that committed after `version` may have zeroed the old file before this rename:
+    # zero its rows here (see VectorSnapshots).
+    later = db.execute(
+        "SELECT version, added, removed FROM memory_vector_log WHERE tenant = ? AND user_id = ? AND version > ?",
+        (tenant, user, version),
+    )
+    gone = [int(t[1:]) for r in later for t in str(r[2]).split() if t[0] == kind]
+    snapshots.zero(scope, gone)

@@ -10,6 +10,7 @@ from .model import Fact, Origin, Status, from_micros, to_micros
 
 __all__ = [
     "COLS",
+    "VECTOR_LOG_KEEP",
     "bump_version",
     "chunks",
     "facts_by_seq",
@@ -96,14 +97,41 @@ def tombstoned(db: Db, digest: str | Sequence[str]) -> bool:
     return bool(db.execute(f"SELECT 1 FROM memory_tombstones WHERE digest IN ({marks})", digests))
 
 
-def bump_version(db: Db, tenant: str, user: str) -> int:
-    """Increment the user's version counter (vector caches compare it); returns the new version."""
+VECTOR_LOG_KEEP = 4096
+"""Versions of vector changes kept per user in `memory_vector_log`; a cache further behind reloads."""
+
+
+def bump_version(
+    db: Db,
+    tenant: str,
+    user: str,
+    *,
+    added: Sequence[str] = (),
+    removed: Sequence[str] = (),
+    reset: bool = False,
+) -> int:
+    """Increment the user's version counter (vector caches compare it); returns the new version.
+
+    Every bump also logs which vector rows the transaction added and removed (`f<seq>` for a fact,
+    `e<seq>` for an episode), so a cache in another process catches up by reading the few changed
+    rows instead of the whole matrix (`maitre.memory.vectors.VectorLog`); `reset` says "reload
+    everything" (a reindex)."""
     rows = db.execute(
         "INSERT INTO memory_versions (tenant, user_id, version) VALUES (?, ?, 1) "
         "ON CONFLICT (tenant, user_id) DO UPDATE SET version = memory_versions.version + 1 RETURNING version",
         (tenant, user),
     )
-    return int(rows[0][0])
+    version = int(rows[0][0])
+    db.execute(
+        "INSERT INTO memory_vector_log (tenant, user_id, version, added, removed) VALUES (?, ?, ?, ?, ?)",
+        (tenant, user, version, "*" if reset else " ".join(added), " ".join(removed)),
+    )
+    if version % 256 == 0:  # keep the log bounded, in an occasional small delete
+        db.execute(
+            "DELETE FROM memory_vector_log WHERE tenant = ? AND user_id = ? AND version <= ?",
+            (tenant, user, version - VECTOR_LOG_KEEP),
+        )
+    return version
 
 
 def facts_by_seq(db: Db, seqs: list[int]) -> dict[int, Fact]:

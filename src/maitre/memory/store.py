@@ -42,7 +42,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,17 @@ from ..embeddings import Embedder, LexicalOnlyEmbedder, default_embedder_if_inst
 from ..exceptions import UserError
 from ..progress import Progress, report
 from .backend import Backend
+from .episodes import (
+    delete_episodes,
+    episode_lexical,
+    episode_text,
+    episodes_by_seq,
+    insert_episodes,
+    link_fact,
+    list_episodes,
+    load_episode_vectors,
+    seqs_between,
+)
 from .export import export_document
 from .extract import ConversationTurn, Extractor, RuleExtractor
 from .forget import erase
@@ -62,8 +73,10 @@ from .model import (
     DEFAULT_TENANT,
     Candidate,
     DeleteReport,
+    Episode,
     Fact,
     Hit,
+    MemoryHit,
     MemoryPolicy,
     Origin,
     Profile,
@@ -74,12 +87,13 @@ from .model import (
     to_micros,
 )
 from .profile import read_profile, rebuild_profile
-from .reads import current_values, key_history, user_facts, user_ids, values_at
-from .retrieval import query_terms, rank
+from .reads import current_values, facts_valid_at, key_history, user_facts, user_ids, values_at
+from .retrieval import dense_search, query_terms, rank
 from .rows import bump_version, facts_by_seq
+from .search import Candidates, Fusion, answerable, fuse_weighted, rank_texts
 from .sqlite import SQLiteBackend, scope_token
 from .summaries import load_summaries, store_summary
-from .vectors import VectorCache
+from .vectors import VectorCache, VectorSnapshots, encode_vector
 from .writes import PreparedWrite, apply_one, likely_winners, prepare, reject_future
 
 if TYPE_CHECKING:
@@ -117,6 +131,11 @@ class MemoryStore:
     cannot test guesses against them. Required for a PostgreSQL store; an embedded SQLite file without
     one gets a generated key file `<database>.key` (mode 0600) beside it (`maitre.memory.keyfile`).
     `clock` returns the current UTC time (tests pass a fixed clock).
+
+    `vector_dir` holds memory-mapped snapshots of large users' vector matrices, so a new process
+    answers its first query without reading every BLOB (`maitre.memory.vectors.VectorSnapshots`);
+    a SQLite file gets `<database>.vectors/` beside it unless `vector_dir=""`. `fusion` sets the
+    weights and abstention thresholds of `search` (the defaults were chosen on our development set).
     """
 
     def __init__(
@@ -130,6 +149,8 @@ class MemoryStore:
         min_similarity: float = 0.3,
         max_cached_vectors: int = 200_000,
         secret_file: str | Path | None = None,
+        vector_dir: str | Path | None = None,
+        fusion: Fusion | None = None,
     ) -> None:
         if isinstance(target, str) and target.startswith(("postgresql://", "postgres://")):
             from .postgres import PostgresBackend
@@ -145,6 +166,10 @@ class MemoryStore:
         self._embedder = embedder
         self._clock = clock or _utcnow
         self._cache = VectorCache(max_cached_vectors)
+        self._text_vectors: dict[str, NDArray[np.float32]] = {}
+        self.fusion = fusion or Fusion()
+        """Weights and abstention thresholds of `search` (`maitre.memory.search.Fusion`)."""
+        self._snapshots = self._init_snapshots(vector_dir)
         self._embedder_checked = False
         self._lock = threading.Lock()
         self.backend.setup(self.embedder_dim)
@@ -178,6 +203,14 @@ class MemoryStore:
     def embedder_dim(self) -> int:
         """Dimension of the configured embedder."""
         return self.embedder.dim
+
+    def _init_snapshots(self, vector_dir: str | Path | None) -> VectorSnapshots | None:
+        if vector_dir is not None:
+            return VectorSnapshots(vector_dir) if str(vector_dir) else None
+        database = getattr(self.backend, "path", None)
+        if self.backend.kind == "sqlite" and database and database != ":memory:":
+            return VectorSnapshots(f"{database}.vectors")
+        return None
 
     def _init_secret(self, secret: bytes | str | None, secret_file: str | Path | None) -> tuple[bytes, bool]:
         configured = configured_secret(secret, secret_file)
@@ -283,7 +316,7 @@ class MemoryStore:
         removed: list[int] = []
         with self.backend.write([f"{tenant}\x1f{user}"]) as db:
             profile_dirty = False
-            for item in prepared:
+            for item, candidate in zip(prepared, candidates, strict=True):
                 applied = apply_one(
                     db,
                     self.backend,
@@ -295,16 +328,38 @@ class MemoryStore:
                     now=now,
                 )
                 outcomes.append(applied.outcome)
+                self._link_episode(db, candidate, applied.outcome, tenant, user)
                 added += applied.indexed
                 removed += applied.unindexed
                 if (applied.indexed or applied.unindexed) and item.fact.key in self.policy.profile_keys:
                     profile_dirty = True
             if profile_dirty:
                 rebuild_profile(db, tenant, user, self.policy, to_micros(self._clock()))
-            new_version = bump_version(db, tenant, user)
+            new_version = bump_version(
+                db,
+                tenant,
+                user,
+                added=[f"f{seq}" for seq, _ in added],
+                removed=[f"f{seq}" for seq in removed],
+            )
         if not self.backend.native_vectors:
             self._cache.apply(scope_token(tenant, user), new_version - 1, new_version, added, removed)
         return outcomes
+
+    @staticmethod
+    def _link_episode(db: Any, candidate: Candidate, outcome: WriteOutcome, tenant: str, user: str) -> None:
+        """Link the fact a candidate stored (or confirmed) to the episode it was extracted from."""
+        episode_id = candidate.episode_id
+        if episode_id is None and (candidate.source or "").startswith("message:"):
+            episode_id = candidate.source[len("message:") :]
+        fact = outcome.stored if outcome.stored is not None else outcome.current
+        if not episode_id or fact is None or outcome.action == "blocked":
+            return
+        if db.execute(
+            "SELECT 1 FROM memory_episodes WHERE tenant = ? AND user_id = ? AND id = ?",
+            (tenant, user, episode_id),
+        ):
+            link_fact(db, tenant, user, episode_id, fact.id)
 
     def check(self, user: str, candidate: Candidate, *, tenant: str = DEFAULT_TENANT) -> str | None:
         """Why the store would refuse this candidate (a secret, a bad key, ...), or None if it is acceptable."""
@@ -321,8 +376,13 @@ class MemoryStore:
         *,
         extractor: Extractor | None = None,
         tenant: str = DEFAULT_TENANT,
+        episodes: bool = False,
+        session: str = "",
     ) -> list[WriteOutcome]:
         """The application-driven write step: extract candidates from messages and write them.
+
+        With `episodes=True` the messages are also kept as episodes (`add_episodes`, in `session`)
+        and every fact extracted from a message is linked to its episode.
 
         Candidates the store refuses (secrets, invalid keys) are skipped and logged, not raised;
         forgotten facts come back as BLOCKED outcomes. Uses `RuleExtractor` unless told otherwise;
@@ -338,6 +398,8 @@ class MemoryStore:
             if close is not None:
                 close()
             raise UserError("This extractor is async; call AsyncMemoryStore.remember() instead.")
+        if episodes:
+            self.add_episodes(user, messages, tenant=tenant, session=session)
         return self.write_candidates(user, found, tenant=tenant)
 
     def write_candidates(
@@ -393,6 +455,169 @@ class MemoryStore:
         self._check_embedder()
         matrix = self.embedder.embed(unique)
         return dict(zip(unique, matrix, strict=True))
+
+    # -- episodes ---------------------------------------------------------------------------------
+
+    def add_episodes(
+        self,
+        user: str,
+        turns: Sequence[Episode | ConversationTurn],
+        *,
+        tenant: str = DEFAULT_TENANT,
+        session: str = "",
+        source: str = "",
+    ) -> list[Episode]:
+        """Keep conversation turns as episodes (time, speaker, session, source); returns those stored.
+
+        A `ConversationTurn` becomes an episode with its id, its role as speaker and its time (now if
+        unset); an `Episode` is stored as given (under this user and tenant). An id the user already
+        has is skipped (replays are harmless). Times in the future and text that is not valid
+        Unicode are refused with a `UserError` before anything is stored. Embedding happens before
+        the write transaction opens."""
+        _check_scope(tenant, user)
+        now = self._clock()
+        episodes: list[Episode] = []
+        for turn in turns:
+            if isinstance(turn, Episode):
+                episode = Episode(
+                    id=turn.id,
+                    tenant=tenant,
+                    user=user,
+                    speaker=turn.speaker,
+                    text=turn.text,
+                    at=to_datetime(turn.at, default=now),
+                    session=turn.session or session,
+                    role=turn.role,
+                    source=turn.source or source,
+                )
+            else:
+                episode = Episode(
+                    id=turn.id or uuid.uuid4().hex,
+                    tenant=tenant,
+                    user=user,
+                    speaker=turn.role,
+                    text=turn.content or "",
+                    at=to_datetime(turn.at, default=now),
+                    session=session,
+                    role=turn.role,
+                    source=source,
+                )
+            for what, text in (
+                ("episode id", episode.id),
+                ("episode text", episode.text),
+                ("speaker", episode.speaker),
+                ("session", episode.session),
+                ("role", episode.role),
+                ("source", episode.source),
+            ):
+                require_text(what, text)
+            if not episode.id:
+                raise UserError("An episode needs a non-empty id.")
+            reject_future(
+                Candidate(key="episode", value=episode.text, valid_from=episode.at, source=episode.id),
+                now=now,
+            )
+            episode.recorded_at = now
+            episodes.append(episode)
+        if not episodes:
+            return []
+        self._check_embedder()
+        matrix = self.embedder.embed([episode_text(e.speaker, e.text) for e in episodes])
+        blobs = [encode_vector(v) for v in matrix]
+        with self.backend.write([f"{tenant}\x1f{user}"]) as db:
+            stored = insert_episodes(db, self.backend.kind, episodes, blobs, recorded_us=to_micros(now))
+            if stored:
+                version = bump_version(db, tenant, user, added=[f"e{seq}" for seq, _ in stored])
+        if stored:
+            index = {e.id: i for i, e in enumerate(episodes)}
+            self._cache.apply(
+                self._episode_scope(tenant, user),
+                version - 1,
+                version,
+                [(seq, matrix[index[e.id]]) for seq, e in stored],
+                [],
+            )
+        return [e for _, e in stored]
+
+    def episodes(
+        self,
+        user: str,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        session: str | None = None,
+        before: datetime | date | str | None = None,
+        after: datetime | date | str | None = None,
+        limit: int | None = None,
+    ) -> list[Episode]:
+        """The user's episodes in time order (one session, or said in [after, before), if given)."""
+        _check_scope(tenant, user)
+        before_us, after_us = self._time_range(before, after, None)
+        with self.backend.read() as db:
+            return list_episodes(
+                db, tenant, user, session=session, before_us=before_us, after_us=after_us, limit=limit
+            )
+
+    def delete_episode(
+        self, user: str, episode_id: str, *, tenant: str = DEFAULT_TENANT, facts: bool = True
+    ) -> DeleteReport:
+        """Forget one episode; with `facts` (the default) also the facts extracted from it.
+
+        The facts go the way of `delete`: rows and history, indexes, summaries, tombstones, and the
+        other episodes that hold their values."""
+        _check_scope(tenant, user)
+        require_text("episode id", episode_id)
+        with self.backend.write([f"{tenant}\x1f{user}"]) as db:
+            rows = db.execute(
+                "SELECT seq FROM memory_episodes WHERE tenant = ? AND user_id = ? AND id = ?",
+                (tenant, user, episode_id),
+            )
+            linked = [
+                r[0]
+                for r in db.execute(
+                    "SELECT fact_id FROM memory_episode_facts WHERE tenant = ? AND user_id = ? AND episode_id = ?",
+                    (tenant, user, episode_id),
+                )
+            ]
+            removed = delete_episodes(db, self.backend.kind, tenant, user, [int(r[0]) for r in rows])
+            report = DeleteReport()
+            if facts and linked:
+                report = erase(
+                    db,
+                    self.backend,
+                    tenant=tenant,
+                    user=user,
+                    key=None,
+                    value=None,
+                    ids=linked,
+                    policy=self.policy,
+                    digest=self._digest,
+                    now_us=to_micros(self._clock()),
+                )
+            elif removed:
+                bump_version(db, tenant, user, removed=[f"e{int(r[0])}" for r in rows])
+            report.episodes += len(removed)
+        if removed or report.facts:
+            self._after_forget(tenant, user)
+        return report
+
+    @staticmethod
+    def _episode_scope(tenant: str, user: str) -> str:
+        return scope_token(tenant, user) + "\x1fepisodes"
+
+    def _time_range(
+        self,
+        before: datetime | date | str | None,
+        after: datetime | date | str | None,
+        as_of: datetime | date | str | None,
+    ) -> tuple[int | None, int | None]:
+        """(before_us, after_us) for episodes: `as_of` means "said up to that moment"."""
+        now = self._clock()
+        before_us = to_micros(to_datetime(before, default=now)) if before is not None else None
+        if as_of is not None:
+            cut = to_micros(to_datetime(as_of, default=now)) + 1
+            before_us = cut if before_us is None else min(before_us, cut)
+        after_us = to_micros(to_datetime(after, default=now)) if after is not None else None
+        return before_us, after_us
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -460,23 +685,38 @@ class MemoryStore:
         *,
         tenant: str = DEFAULT_TENANT,
         min_similarity: float | None = None,
+        valid_at: datetime | date | str | None = None,
+        as_of: datetime | date | str | None = None,
+        before: datetime | date | str | None = None,
+        after: datetime | date | str | None = None,
     ) -> list[Hit]:
         """The user's current facts most relevant to `query`, best first, at most `k`.
 
         Hybrid: full-text (BM25) and embedding similarity, fused by reciprocal rank. A fact that
         neither shares a query word nor reaches `min_similarity` is left out, so a question the
         store cannot answer gets an empty list rather than unrelated facts.
+
+        Time: `valid_at` (or its synonym `as_of`) ranks the facts that were true at that moment
+        instead of the current ones ("where did I live in February?"), superseded ones included;
+        `before` ranks those true just before a moment ("where did I live before the move?");
+        `after` keeps only facts that became true at or after a moment.
         """
         _check_scope(tenant, user)
         require_text("query", query)
         if k <= 0:
             return []
         threshold = self.min_similarity if min_similarity is None else min_similarity
+        moment = self._fact_moment(valid_at, as_of, before)
+        if moment is not None or after is not None:
+            hits = self._search_facts_at(user, tenant, query, k, moment, after)
+            return [
+                Hit(fact=h.fact, score=h.score, similarity=h.similarity, lexical=h.lexical)
+                for h in hits
+                if h.fact is not None and (h.lexical or (h.similarity or 0.0) >= threshold)
+            ]
         with self.backend.read() as db:
-            version = db.execute(
-                "SELECT version FROM memory_versions WHERE tenant = ? AND user_id = ?", (tenant, user)
-            )
-        if not version:
+            version = self._version(db, tenant, user)
+        if version is None:
             return []
         self._check_embedder()
         qvec = self.embedder.embed_query(query)
@@ -491,10 +731,11 @@ class MemoryStore:
                 terms=terms,
                 query_vector=qvec,
                 scope=scope_token(tenant, user),
-                version=int(version[0][0]),
+                version=version,
                 dim=self.embedder_dim,
                 k=k,
                 min_similarity=threshold,
+                snapshots=self._snapshots,
             )
             if not ranked:
                 return []
@@ -503,6 +744,235 @@ class MemoryStore:
             Hit(fact=by_seq[r.seq], score=r.score, similarity=r.similarity, lexical=r.lexical)
             for r in ranked
             if r.seq in by_seq and by_seq[r.seq].tenant == tenant and by_seq[r.seq].user == user
+        ]
+
+    def search(
+        self,
+        user: str,
+        query: str,
+        k: int = 5,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        episodes: bool = True,
+        facts: bool = True,
+        before: datetime | date | str | None = None,
+        after: datetime | date | str | None = None,
+        as_of: datetime | date | str | None = None,
+        valid_at: datetime | date | str | None = None,
+        abstain: bool = True,
+        fusion: Fusion | None = None,
+    ) -> list[MemoryHit]:
+        """Episodes and facts most relevant to `query`, best first, at most `k` (`maitre.memory.search`).
+
+        Four rankers (full text and embeddings, over episodes and over facts) fused by weighted
+        reciprocal rank. With `abstain` (the default) a query whose best evidence is weak gets an
+        empty list. Time: `before` / `after` keep episodes said, and facts that became true, in that
+        range; `as_of` (or `valid_at`) keeps episodes said up to that moment and the facts true then.
+        """
+        _check_scope(tenant, user)
+        require_text("query", query)
+        if k <= 0:
+            return []
+        fusion = fusion or self.fusion
+        moment_input = as_of if as_of is not None else valid_at
+        with self.backend.read() as db:
+            version = self._version(db, tenant, user)
+        if version is None:
+            return []
+        self._check_embedder()
+        qvec = self.embedder.embed_query(query)
+        terms = query_terms(query)
+        before_us, after_us = self._time_range(before, after, moment_input)
+        timed = before_us is not None or after_us is not None
+        sources: list[tuple[str, Candidates, float]] = []
+        fact_objects: dict[int, Fact] = {}
+        with self.backend.read() as db:
+            if episodes:
+                lex = episode_lexical(
+                    db,
+                    self.backend.kind,
+                    tenant,
+                    user,
+                    terms,
+                    fusion.candidates,
+                    before_us=before_us,
+                    after_us=after_us,
+                )
+                dense: list[tuple[int, float]] = []
+                if qvec.any():
+                    allowed = (
+                        seqs_between(db, tenant, user, before_us=before_us, after_us=after_us)
+                        if timed
+                        else None
+                    )
+                    dense = dense_search(
+                        db,
+                        self._cache,
+                        self._snapshots,
+                        kind="e",
+                        backend_kind=self.backend.kind,
+                        tenant=tenant,
+                        user=user,
+                        scope=self._episode_scope(tenant, user),
+                        version=version,
+                        dim=self.embedder_dim,
+                        query=qvec,
+                        limit=fusion.candidates,
+                        load_all=lambda: load_episode_vectors(db, tenant, user),
+                        allowed=allowed,
+                    )
+                top_lex = episodes_by_seq(db, [seq for seq, _ in lex[:10]])
+                texts = {seq: episode_text(e.speaker, e.text) for seq, e in top_lex.items()}
+                sources.append(
+                    ("episode", Candidates(lexical=[s for s, _ in lex], dense=dense, texts=texts), 1.0)
+                )
+            if facts:
+                moment = self._fact_moment(valid_at, as_of, before)
+                if moment is not None or after is not None:
+                    cands, fact_objects = self._fact_candidates_at(
+                        db, tenant, user, terms, qvec, moment, after
+                    )
+                else:
+                    cands = self._fact_candidates(db, tenant, user, terms, qvec, version, fusion)
+                sources.append(("fact", cands, fusion.facts))
+            if abstain and not answerable(terms, [c for _, c, _ in sources], fusion):
+                return []
+            fused = fuse_weighted(sources, fusion=fusion, k=k)
+            episode_rows = episodes_by_seq(db, [seq for kind, seq, *_ in fused if kind == "episode"])
+            missing = [seq for kind, seq, *_ in fused if kind == "fact" and seq not in fact_objects]
+            fact_objects.update(facts_by_seq(db, missing))
+        hits: list[MemoryHit] = []
+        for kind, seq, score, sim, lexical in fused:
+            if kind == "episode" and seq in episode_rows:
+                hits.append(
+                    MemoryHit(
+                        kind=kind, score=score, episode=episode_rows[seq], similarity=sim, lexical=lexical
+                    )
+                )
+            elif kind == "fact" and seq in fact_objects:
+                hits.append(
+                    MemoryHit(kind=kind, score=score, fact=fact_objects[seq], similarity=sim, lexical=lexical)
+                )
+        return hits
+
+    def _version(self, db: Any, tenant: str, user: str) -> int | None:
+        rows = db.execute(
+            "SELECT version FROM memory_versions WHERE tenant = ? AND user_id = ?", (tenant, user)
+        )
+        return int(rows[0][0]) if rows else None
+
+    def _fact_moment(
+        self,
+        valid_at: datetime | date | str | None,
+        as_of: datetime | date | str | None,
+        before: datetime | date | str | None,
+    ) -> datetime | None:
+        """The valid time a temporal fact query asks about (None: the current facts)."""
+        now = self._clock()
+        moments = [to_datetime(m, default=now) for m in (valid_at, as_of) if m is not None]
+        if before is not None:
+            moments.append(to_datetime(before, default=now) - timedelta(microseconds=1))
+        return min(moments) if moments else None
+
+    def _fact_candidates(
+        self,
+        db: Any,
+        tenant: str,
+        user: str,
+        terms: list[str],
+        qvec: NDArray[np.float32],
+        version: int,
+        fusion: Fusion,
+    ) -> Candidates:
+        lex = self.backend.lexical(db, tenant, user, terms, fusion.candidates)
+        dense: list[tuple[int, float]] = []
+        if qvec.any():
+            if self.backend.native_vectors:
+                dense = self.backend.dense(db, tenant, user, qvec, fusion.candidates)
+            else:
+                dense = dense_search(
+                    db,
+                    self._cache,
+                    self._snapshots,
+                    kind="f",
+                    backend_kind=self.backend.kind,
+                    tenant=tenant,
+                    user=user,
+                    scope=scope_token(tenant, user),
+                    version=version,
+                    dim=self.embedder_dim,
+                    query=qvec,
+                    limit=fusion.candidates,
+                    load_all=lambda: self.backend.load_vectors(db, tenant, user, self.embedder_dim),
+                )
+        top = facts_by_seq(db, lex[:10])
+        return Candidates(
+            lexical=lex, dense=dense, texts={s: fact_text(f.key, f.value) for s, f in top.items()}
+        )
+
+    _TEMPORAL_FACTS = 512
+    """At most this many facts (the most recent by valid time) are ranked for a temporal query."""
+
+    def _fact_candidates_at(
+        self,
+        db: Any,
+        tenant: str,
+        user: str,
+        terms: list[str],
+        qvec: NDArray[np.float32],
+        moment: datetime | None,
+        after: datetime | date | str | None,
+    ) -> tuple[Candidates, dict[int, Fact]]:
+        now = self._clock()
+        found = facts_valid_at(
+            db,
+            tenant,
+            user,
+            policy=self.policy,
+            valid_at=moment or now,
+            known_at=now,
+            after=to_datetime(after, default=now) if after is not None else None,
+        )
+        found = sorted(found, key=lambda sf: (sf[1].valid_from, sf[0]))[-self._TEMPORAL_FACTS :]
+        objects = dict(found)
+        items = [(seq, fact_text(f.key, f.value)) for seq, f in found]
+        cands = rank_texts(terms, qvec, items, self._embed_texts)
+        return cands, objects
+
+    def _embed_texts(self, texts: list[str]) -> NDArray[np.float32]:
+        """Embeddings of fact texts for temporal ranking, through a small in-process cache."""
+        cache = self._text_vectors
+        missing = [t for t in dict.fromkeys(texts) if t not in cache]
+        if missing:
+            for text, vec in zip(missing, self.embedder.embed(missing), strict=True):
+                cache[text] = vec
+            while len(cache) > 4096:
+                cache.pop(next(iter(cache)))
+        return (
+            np.stack([cache[t] for t in texts])
+            if texts
+            else np.zeros((0, self.embedder_dim), dtype=np.float32)
+        )
+
+    def _search_facts_at(
+        self,
+        user: str,
+        tenant: str,
+        query: str,
+        k: int,
+        moment: datetime | None,
+        after: datetime | date | str | None,
+    ) -> list[MemoryHit]:
+        self._check_embedder()
+        qvec = self.embedder.embed_query(query)
+        terms = query_terms(query)
+        with self.backend.read() as db:
+            cands, objects = self._fact_candidates_at(db, tenant, user, terms, qvec, moment, after)
+        fused = fuse_weighted([("fact", cands, 1.0)], fusion=self.fusion, k=k)
+        return [
+            MemoryHit(kind="fact", score=score, fact=objects[seq], similarity=sim, lexical=lexical)
+            for _, seq, score, sim, lexical in fused
+            if seq in objects
         ]
 
     # -- profile and summaries ------------------------------------------------------------------------
@@ -589,13 +1059,43 @@ class MemoryStore:
                 digest=self._digest,
                 now_us=to_micros(self._clock()),
             )
-        if report.facts:
-            self._cache.invalidate(scope_token(tenant, user))
-            self.backend.after_delete()
+        if report.facts or report.episodes:
+            self._after_forget(tenant, user)
             log.info(
-                "memory: forgot %d facts of one user (%d summaries)", report.facts, report.summaries_removed
+                "memory: forgot %d facts and %d episodes of one user (%d summaries)",
+                report.facts,
+                report.episodes,
+                report.summaries_removed,
             )
         return report
+
+    def _after_forget(self, tenant: str, user: str) -> None:
+        """After a deletion committed: drop cached vectors, zero them in the snapshots, erase bytes."""
+        self._cache.invalidate(scope_token(tenant, user))
+        self._cache.invalidate(self._episode_scope(tenant, user))
+        self._text_vectors.clear()
+        if self._snapshots is not None:
+            with self.backend.read() as db:
+                live_f = {
+                    int(r[0])
+                    for r in db.execute(
+                        "SELECT seq FROM memory_facts WHERE tenant = ? AND user_id = ?", (tenant, user)
+                    )
+                }
+                live_e = {
+                    int(r[0])
+                    for r in db.execute(
+                        "SELECT seq FROM memory_episodes WHERE tenant = ? AND user_id = ?", (tenant, user)
+                    )
+                }
+            for scope, live in (
+                (scope_token(tenant, user), live_f),
+                (self._episode_scope(tenant, user), live_e),
+            ):
+                snap = self._snapshots.load(scope, self.embedder_dim)
+                if snap is not None:
+                    self._snapshots.zero(scope, [int(s) for s in snap[1].tolist() if int(s) not in live])
+        self.backend.after_delete()
 
     def wait_erased(self, timeout: float = 10.0) -> bool:
         """Wait until the bytes of every committed deletion are erased; False if `timeout` passed first.
