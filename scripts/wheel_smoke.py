@@ -38,7 +38,7 @@ SETS: dict[str, frozenset[str]] = {
     "core": frozenset(),
     "embeddings": frozenset({"embeddings"}),
     "mcp": frozenset({"mcp"}),
-    "all": frozenset({"postgres", "redis", "mcp", "embeddings", "anthropic", "openai", "otel", "console"}),
+    "all": frozenset({"postgres", "redis", "mcp", "embeddings", "anthropic", "openai", "otel", "console", "durable"}),
 }
 NOTICE = "pip install 'maitre[embeddings]'"
 
@@ -201,6 +201,7 @@ def main(which: str) -> int:
         ("openai", "maitre.models.openai"),
         ("otel", "opentelemetry.sdk.trace"),
         ("console", "maitre.console.app"),
+        ("durable", "maitre.durable"),
     ):
         if extra in extras:
 

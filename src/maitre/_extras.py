@@ -47,6 +47,7 @@ EXTRAS: Mapping[str, tuple[str, ...]] = {
     "openai": ("openai",),
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
     "console": ("jinja2", "argon2", "itsdangerous", "starlette", "uvicorn", "authlib", "httpx", "jwt"),
+    "durable": ("dbos",),
 }
 """Import names each extra of `pyproject.toml` provides (tests/packaging checks the two agree)."""
 
