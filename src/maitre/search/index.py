@@ -50,8 +50,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..exceptions import ToolDefinitionError, UserError
 from ..progress import Progress, report
 from ..tools.names import NameMap
+from .decompose import split_request
 from .lexical import FIELD_WEIGHTS, LexicalIndex
-from .text import embedding_text, parameter_fields, query_terms, split_identifier
+from .text import embedding_text, example_request, parameter_fields, query_terms, split_identifier
 from .vectors import VectorCache, embedder_identity, vector_key
 
 if TYPE_CHECKING:
@@ -206,6 +207,14 @@ class ToolIndex:
             by definition hash and only tools it lacks are embedded (then stored), so a second
             process opens a large index without re-embedding (`maitre.search.vectors`).
         query_cache_size: query vectors kept (LRU) so a repeated search skips the embedder; 0: off.
+        decompose: split a multi-step request into its steps (`decompose.split_request`), search
+            each step and the whole, and merge the rankings so every step places its best tools.
+        examples: embed a second, request-like text per tool (`text.example_request`) and score a
+            tool by the better of its two cosines.
+        namespace_context: where the embedded text names the tool's namespace (the server it comes
+            from): "name" - as part of the full name at the start (`slack.post_message`); "suffix" -
+            the base name at the start and "(from: slack)" at the end; "none" - the base name only.
+            BM25 always indexes the full name.
 
     Example:
         ```python
@@ -226,6 +235,9 @@ class ToolIndex:
         field_weights: Sequence[float] = FIELD_WEIGHTS,
         vector_cache: str | Path | VectorCache | None = None,
         query_cache_size: int = 512,
+        decompose: bool = False,
+        examples: bool = False,
+        namespace_context: Literal["name", "suffix", "none"] = "name",
     ) -> None:
         self.embedder = _resolve_embedder(embedder)
         self.lexical_weight = lexical_weight
@@ -249,6 +261,18 @@ class ToolIndex:
             elif vector_cache is not None:
                 self.vector_cache = VectorCache(vector_cache, dim=self.embedder.dim)
                 self._owns_cache = True
+        self.decompose = decompose
+        self.examples = examples and self._dense is not None
+        if namespace_context not in ("name", "suffix", "none"):
+            raise UserError(
+                f"namespace_context must be 'name', 'suffix' or 'none', not {namespace_context!r}"
+            )
+        self.namespace_context = namespace_context
+        self._examples: DenseIndex | None = None
+        if self.examples and self.embedder is not None:
+            from .dense import DenseIndex
+
+            self._examples = DenseIndex(self.embedder.dim)
         self.query_cache_size = max(0, query_cache_size)
         self._query_vectors: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
         self._query_lock = threading.Lock()
@@ -356,16 +380,23 @@ class ToolIndex:
         report(progress, 0, total)
         for start in range(0, total, _EMBED_BATCH):
             chunk = entries[start : start + _EMBED_BATCH]
-            vectors = None if self.embedder is None else self._vectors(chunk)
+            vectors = examples = None
+            if self.embedder is not None:
+                vectors = self._vectors([self.embedding_text(e) for e in chunk])
+                if self._examples is not None:
+                    examples = self._vectors([self.example_text(e) for e in chunk])
             with self._lock:
                 for i, entry in enumerate(chunk):
-                    self._put(entry, None if vectors is None else vectors[i])
+                    self._put(
+                        entry,
+                        None if vectors is None else vectors[i],
+                        None if examples is None else examples[i],
+                    )
             report(progress, start + len(chunk), total)
 
-    def _vectors(self, entries: Sequence[ToolEntry]) -> NDArray[np.float32]:
-        """Vectors of `entries`: read from the vector cache where present, else embedded (and stored)."""
+    def _vectors(self, texts: list[str]) -> NDArray[np.float32]:
+        """Vectors of `texts`: read from the vector cache where present, else embedded (and stored)."""
         assert self.embedder is not None
-        texts = [self.embedding_text(e) for e in entries]
         if self.vector_cache is None:
             return self.embedder.embed(texts)
         keys = [vector_key(self._identity, text) for text in texts]
@@ -383,7 +414,21 @@ class ToolIndex:
 
     def embedding_text(self, entry: ToolEntry) -> str:
         """The text `entry` is embedded as."""
-        return embedding_text(entry.name, entry.description, entry.input_schema)
+        if self.namespace_context == "name":
+            return embedding_text(entry.name, entry.description, entry.input_schema)
+        namespace = entry.effective_namespace
+        base = (
+            entry.name[len(namespace) + 1 :]
+            if namespace and entry.name.startswith(namespace + ".")
+            else entry.name
+        )
+        context = namespace if self.namespace_context == "suffix" else None
+        return embedding_text(base, entry.description, entry.input_schema, namespace=context)
+
+    def example_text(self, entry: ToolEntry) -> str:
+        """The request-like text of `entry`'s second vector (with `examples=True`)."""
+        namespace = entry.effective_namespace if self.namespace_context == "suffix" else None
+        return example_request(entry.name, entry.description, entry.input_schema, namespace=namespace or None)
 
     def _query_vector(self, query: str) -> NDArray[np.float32]:
         """The query's vector, from a small LRU cache (an agent repeats its searches)."""
@@ -412,6 +457,8 @@ class ToolIndex:
             self._lexical.delete(row.slot)
             if self._dense is not None:
                 self._dense.delete(row.slot)
+            if self._examples is not None:
+                self._examples.delete(row.slot)
             self._free.append(row.slot)
             self._masks.clear()
             self._version += 1
@@ -464,6 +511,7 @@ class ToolIndex:
         namespace: str | Sequence[str] | None = None,
         exclude: Collection[str] = (),
         min_similarity: float | None = None,
+        decompose: bool | None = None,
     ) -> list[SearchHit]:
         """The best `k` tools for `query`, best first; `[]` when none is similar enough.
 
@@ -474,27 +522,39 @@ class ToolIndex:
             exclude: tool names never to return (for example the search tool itself).
             min_similarity: override the index's abstention threshold for this search (the per-hit
                 floor moves with it: it stays at most this value).
+            decompose: override the index's `decompose` setting for this search.
         """
         if k <= 0 or not query.strip():
             return []
         namespaces = (namespace,) if isinstance(namespace, str) else (tuple(namespace) if namespace else None)
-        terms = query_terms(query)
         threshold = self.min_similarity if min_similarity is None else min_similarity
         floor = min(self.min_hit_similarity, threshold)
+        split = self.decompose if decompose is None else decompose
+        queries = [query]
+        if split:
+            parts = split_request(query)
+            if len(parts) > 1:
+                queries += parts
+        terms = [query_terms(q) for q in queries]
         if self.embedder is None or self._dense is None:
             with self._lock:
-                return self._lexical_hits(self._candidates(terms, namespaces, exclude), k)
+                rankings = [self._lexical_hits(self._candidates(t, namespaces, exclude), k) for t in terms]
+            return _merge(rankings, k)
         # BM25 runs on a worker thread while this thread embeds the query: both release the GIL,
         # so on two idle cores the lexical side costs nothing (~1 ms saved of ~5 ms).
         pending = self._worker().submit(self._versioned_candidates, terms, namespaces, exclude)
         try:
-            vector = self._query_vector(query)
+            vectors = [self._query_vector(q) for q in queries]
         finally:
             version, lexical = pending.result()
         with self._lock:
             if version != self._version:  # the index changed in between: slots may have moved
-                lexical = self._candidates(terms, namespaces, exclude)
-            return self._fused_hits(vector, lexical, k, namespaces, exclude, threshold, floor)
+                lexical = [self._candidates(t, namespaces, exclude) for t in terms]
+            rankings = [
+                self._fused_hits(vector, lex, k, namespaces, exclude, threshold, floor)
+                for vector, lex in zip(vectors, lexical, strict=True)
+            ]
+        return _merge(rankings, k)
 
     def _candidates(
         self, terms: list[str], namespaces: tuple[str, ...] | None, exclude: Collection[str]
@@ -508,10 +568,10 @@ class ToolIndex:
         return [(slot, s) for slot, s in lexical if s > _NO_EVIDENCE][: self.candidates]
 
     def _versioned_candidates(
-        self, terms: list[str], namespaces: tuple[str, ...] | None, exclude: Collection[str]
-    ) -> tuple[int, list[tuple[int, float]]]:
+        self, terms: list[list[str]], namespaces: tuple[str, ...] | None, exclude: Collection[str]
+    ) -> tuple[int, list[list[tuple[int, float]]]]:
         with self._lock:
-            return self._version, self._candidates(terms, namespaces, exclude)
+            return self._version, [self._candidates(t, namespaces, exclude) for t in terms]
 
     def _worker(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -553,6 +613,8 @@ class ToolIndex:
         if exclude:
             mask = self._exclude(mask, exclude)
         cosine = self._dense.scores(vector, mask)
+        if self._examples is not None:
+            cosine = np.maximum(cosine, self._examples.scores(vector, mask))
         if len(cosine) == 0:
             return []
         confident = float(cosine.max()) >= threshold
@@ -607,7 +669,9 @@ class ToolIndex:
             return ToolEntry.from_tool(tool)
         raise UserError(f"cannot index {type(tool).__name__}: pass a Tool, a ToolEntry or a definition dict")
 
-    def _put(self, entry: ToolEntry, vector: NDArray[np.float32] | None) -> None:
+    def _put(
+        self, entry: ToolEntry, vector: NDArray[np.float32] | None, example: NDArray[np.float32] | None = None
+    ) -> None:
         row = self._rows.get(entry.name)
         if row is None:
             slot = self._free.pop() if self._free else self._next_slot
@@ -630,6 +694,8 @@ class ToolIndex:
         )
         if self._dense is not None and vector is not None:
             self._dense.put(row.slot, vector)
+        if self._examples is not None and example is not None:
+            self._examples.put(row.slot, example)
         self._masks.clear()
         self._version += 1
 
@@ -657,3 +723,20 @@ class ToolIndex:
             self.add(tool)
         elif event == "removed":
             self.remove(tool.name)
+
+
+def _merge(rankings: list[list[SearchHit]], k: int) -> list[SearchHit]:
+    """Rankings of the whole request and of its parts, interleaved: the whole request's first hit,
+    then each part's first, then each one's second..., skipping tools already taken."""
+    if len(rankings) == 1:
+        return rankings[0][:k]
+    out: list[SearchHit] = []
+    taken: set[str] = set()
+    for depth in range(max(len(r) for r in rankings)):
+        for ranking in rankings:
+            if depth < len(ranking) and ranking[depth].name not in taken:
+                taken.add(ranking[depth].name)
+                out.append(ranking[depth])
+                if len(out) == k:
+                    return out
+    return out

@@ -30,6 +30,8 @@ from typing import Any
 __all__ = [
     "STOP_WORDS",
     "embedding_text",
+    "example_request",
+    "first_sentence",
     "parameter_fields",
     "query_terms",
     "split_identifier",
@@ -99,13 +101,49 @@ def parameter_fields(schema: Any) -> tuple[list[str], list[str]]:
     return names, texts
 
 
-def embedding_text(name: str, description: str, schema: Any) -> str:
-    """The text a tool is embedded as (see the module docstring for why this shape)."""
+def embedding_text(name: str, description: str, schema: Any, *, namespace: str | None = None) -> str:
+    """The text a tool is embedded as (see the module docstring for why this shape).
+
+    With `namespace` (the server or catalogue the tool comes from), its words are added at the
+    end: "(from: google workspace)" tells "email" tools of one product from another's.
+    """
     names, texts = parameter_fields(schema)
     text = f"{name} ({split_identifier(name)}): {description}"
     if names:
         text += " Parameters: " + "; ".join(names) + ". " + " ".join(texts)
+    if namespace:
+        text += f" (from: {split_identifier(namespace)})"
     return text.strip()
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
+_MAX_EXAMPLE_WORDS = 24
+
+
+def first_sentence(description: str) -> str:
+    """The description's first sentence (or line), at most 24 words."""
+    head = _SENTENCE_END.split(description.strip(), maxsplit=1)[0] if description.strip() else ""
+    return " ".join(head.split()[:_MAX_EXAMPLE_WORDS])
+
+
+def example_request(name: str, description: str, schema: Any, *, namespace: str | None = None) -> str:
+    """A short request-like text for a tool, from a template over its name, description and parameters.
+
+    Users ask in a few words ("post in the #ops channel"); a tool's full text is long, and its
+    parameters dilute the few words that say what it does. This template keeps those words: the
+    name's words (without the namespace), the first sentence of the description and the names of
+    at most three parameters - "slack post message: Post a new message to a Slack channel (channel
+    id, text)". The index embeds it as a second vector per tool and scores a tool by the better of
+    its two cosines (`ToolIndex(examples=True)`).
+    """
+    base = name.rpartition(".")[2]
+    names, _ = parameter_fields(schema)
+    text = f"{split_identifier(base)}: {first_sentence(description)}"
+    if names:
+        text += " (" + ", ".join(names[:3]) + ")"
+    if namespace:
+        text += f" [{split_identifier(namespace)}]"
+    return text
 
 
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*"
