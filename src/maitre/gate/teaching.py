@@ -22,6 +22,7 @@ from ..types import ErrorCode, ToolError
 __all__ = [
     "closest",
     "describe_expected",
+    "example_arguments",
     "example_call",
     "invalid_arguments",
     "json_path",
@@ -149,7 +150,196 @@ def describe_expected(node: dict[str, Any] | None) -> str:
 
 
 def example_call(tool: Tool, sent: dict[str, Any] | None = None, bad: set[str] | None = None) -> str | None:
-    """A call that passes validation: the model's valid values kept, the rest filled with examples."""
+    """A call that passes validation: the model's valid values kept, only what is wrong or missing filled.
+
+    See `example_arguments`; `bad` (top-level names the error found wrong) is used only when the
+    arguments cannot be repaired field by field.
+    """
+    repaired = example_arguments(tool, sent or {})
+    if repaired is not None:
+        return f"{tool.name}({compact_json(repaired[0])})"
+    return _example_from_scratch(tool, sent, bad)
+
+
+def example_arguments(tool: Tool, sent: dict[str, Any]) -> tuple[dict[str, Any], list[str]] | None:
+    """The model's arguments made valid with as few changes as possible, and the JSON paths of the
+    values maitre made up (placeholders), or None when no valid arguments can be built.
+
+    - every value the model sent that validates stays as it was (a refund's amount of "1200.00"
+      is not replaced by an example's "10.00");
+    - fields the model wrote flat that belong in a nested object (`amount` beside `order_id`
+      where the schema wants `refund.amount`) are moved into it;
+    - unknown fields are dropped, and so is a wrong value of an optional field;
+    - a wrong or missing required value is filled: a free string with `<name>` (which no one
+      mistakes for data), anything else with a value its schema accepts, listed as a placeholder.
+    """
+    schema = tool.input_schema
+    defs = schema.get("$defs", {})
+    try:
+        candidate = _initial_arguments(schema, sent)
+    except (TypeError, ValueError, AttributeError):  # not JSON-ready, or not an object at all
+        return None
+    filled: dict[str, int] = {}
+    for _ in range(16):
+        problems = _problems(tool, candidate)
+        if problems is None:
+            return None
+        if not problems:
+            return candidate, [where for where in filled]
+        changed = False
+        for problem in problems:
+            path = _schema_path(schema, tuple(problem["path"]))
+            if not path:
+                return None
+            if problem["kind"] == "unknown":
+                changed |= _delete_at(candidate, path)
+                continue
+            if problem["kind"] == "invalid" and not _required(schema, path):
+                changed |= _delete_at(candidate, path)
+                continue
+            where = json_path(path)
+            attempt = filled.get(where, 0)
+            filled[where] = attempt + 1
+            value = _placeholder(schema_at(schema, path), str(path[-1]), defs, attempt)
+            if value is MISSING:
+                return None
+            changed |= _set_at(candidate, path, value)
+        if not changed:
+            return None
+    return None
+
+
+def _initial_arguments(schema: dict[str, Any], sent: dict[str, Any]) -> dict[str, Any]:
+    props: dict[str, Any] = schema.get("properties", {})
+    defs = schema.get("$defs", {})
+    candidate: dict[str, Any] = {name: json.loads(compact_json(value)) for name, value in sent.items()}
+    loose = {name: value for name, value in candidate.items() if name not in props}
+    for name, node in props.items():
+        nested = _object_schema(node, defs)
+        if nested is None or not loose:
+            continue
+        fields = {key: loose[key] for key in nested.get("properties", {}) if key in loose}
+        if not fields:
+            continue
+        current = candidate.get(name)
+        if current is None:
+            candidate[name] = fields
+        elif isinstance(current, dict):
+            candidate[name] = {**fields, **current}
+        else:
+            continue
+        for key in fields:
+            candidate.pop(key, None)
+            loose.pop(key, None)
+    return candidate
+
+
+def _object_schema(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any] | None:
+    """The object schema a property holds (through $ref and an Optional's anyOf), or None."""
+    target = _deref(node, defs)
+    if target is None:
+        return None
+    if "properties" in target:
+        return target
+    for option in target.get("anyOf") or target.get("oneOf") or []:
+        inner = _deref(option, defs)
+        if inner is not None and "properties" in inner:
+            return inner
+    return None
+
+
+def _problems(tool: Tool, arguments: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """What validation finds wrong in `arguments` ([] when they pass), or None when it cannot tell."""
+    try:
+        if tool.input_model is not None:
+            try:
+                tool.input_model.model_validate_json(compact_json(arguments), strict=True, extra="forbid")
+            except ValidationError as exc:
+                return problems_from_pydantic(exc)
+            return []
+        validator = tool._validator
+        if validator is not None:
+            return problems_from_jsonschema(list(validator.iter_errors(arguments)))
+    except (TypeError, ValueError):
+        return None
+    return []
+
+
+def _schema_path(schema: dict[str, Any], path: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`path` cut where it stops naming the schema's fields (pydantic adds union tags and the like)."""
+    for index in range(len(path), 0, -1):
+        if schema_at(schema, path[:index]) is not None:
+            return path[:index]
+    return ()
+
+
+def _required(schema: dict[str, Any], path: tuple[Any, ...]) -> bool:
+    if isinstance(path[-1], int):
+        return True
+    parent = schema_at(schema, path[:-1]) if len(path) > 1 else _deref(schema, schema.get("$defs", {}))
+    if parent is None:
+        return True
+    required = parent.get("required")
+    if required is None:
+        nested = _object_schema(parent, schema.get("$defs", {}))
+        required = nested.get("required", []) if nested else []
+    return path[-1] in required
+
+
+def _placeholder(node: dict[str, Any] | None, name: str, defs: dict[str, Any], attempt: int) -> Any:
+    if node is None:
+        return MISSING
+    free = node.get("type") == "string" and not any(
+        key in node for key in ("pattern", "enum", "const", "format", "examples", "default")
+    )
+    if free and attempt == 0:
+        return f"<{name}>"
+    return example_value(node, defs)
+
+
+def _container(arguments: Any, path: tuple[Any, ...]) -> Any:
+    node = arguments
+    for part in path[:-1]:
+        if isinstance(part, int):
+            if not isinstance(node, list) or part >= len(node):
+                return None
+            node = node[part]
+        else:
+            if not isinstance(node, dict):
+                return None
+            if not isinstance(node.get(part), dict | list):
+                node[part] = {}
+            node = node[part]
+    return node
+
+
+def _set_at(arguments: dict[str, Any], path: tuple[Any, ...], value: Any) -> bool:
+    node = _container(arguments, path)
+    last = path[-1]
+    if isinstance(node, dict) and isinstance(last, str):
+        if last in node and node[last] == value and type(node[last]) is type(value):
+            return False
+        node[last] = value
+        return True
+    if isinstance(node, list) and isinstance(last, int) and last < len(node):
+        if node[last] == value and type(node[last]) is type(value):
+            return False
+        node[last] = value
+        return True
+    return False
+
+
+def _delete_at(arguments: dict[str, Any], path: tuple[Any, ...]) -> bool:
+    node = _container(arguments, path)
+    last = path[-1]
+    if isinstance(node, dict) and last in node:
+        del node[last]
+        return True
+    return False
+
+
+def _example_from_scratch(tool: Tool, sent: dict[str, Any] | None, bad: set[str] | None) -> str | None:
+    """The earlier way: keep top-level fields not named wrong, fill the required rest with examples."""
     schema = tool.input_schema
     props = schema.get("properties", {})
     defs = schema.get("$defs", {})
@@ -227,14 +417,27 @@ def invalid_arguments(tool: Tool, sent: dict[str, Any], problems: list[dict[str,
                     "received": _shown(received),
                 }
             )
-    example = example_call(tool, sent, bad)
+    repaired = example_arguments(tool, sent)
+    placeholders: list[str] = []
+    if repaired is not None:
+        example: str | None = f"{tool.name}({compact_json(repaired[0])})"
+        placeholders = repaired[1]
+    else:
+        example = _example_from_scratch(tool, sent, bad)
     text = f"Invalid arguments for {tool.name}. " + " ".join(lines)
     if example:
         text += f" A valid call looks like: {example}."
+        if placeholders:
+            text += (
+                f" In it, {', '.join(placeholders)} {'is a placeholder' if len(placeholders) == 1 else 'are placeholders'}"
+                " maitre made up: send the real value, not the example's."
+            )
     text += " Fix the arguments and call again."
     details: dict[str, Any] = {"fields": fields}
     if example:
         details["example"] = example
+        if placeholders:
+            details["placeholders"] = placeholders
     return ToolError(
         ErrorCode.INVALID_ARGUMENTS,
         text,

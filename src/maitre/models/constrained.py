@@ -167,8 +167,3 @@ def _call(value: Any) -> tuple[str, dict[str, Any] | str] | None:
     if isinstance(arguments, dict):
         return value["tool"], arguments
     return value["tool"], compact_json(arguments) if not isinstance(arguments, str) else arguments
-
-
-def call_text(name: str, arguments: dict[str, Any]) -> str:
-    """One call as the constrained answer writes it (for earlier turns sent back to the model)."""
-    return compact_json({"tool": name, "arguments": arguments})
