@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from datetime import UTC, datetime
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import anyio
 import pytest
 
 from maitre.embeddings import HashingEmbedder
@@ -56,6 +60,134 @@ T2 = datetime(2026, 3, 20, 9, 0, tzinfo=UTC)
 )
 def test_rule_extractor_patterns(text: str, expected: list[tuple[str, str, bool]]) -> None:
     assert RuleExtractor().facts(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # relocations, the household's too
+        ("We moved again last month, to Leeds as well.", [("city", "Leeds", False)]),
+        ("We moved again last month, we're in Porto now.", [("city", "Porto", False)]),
+        ("Another move, sorry! We shifted to Pune in April.", [("city", "Pune", False)]),
+        ("I ended up moving to Vancouver after all!", [("city", "Vancouver", False)]),
+        ("We've moved out of Croydon, we're living in Brighton these days.", [("city", "Brighton", False)]),
+        ("I'm in Paris for a conference this week.", []),
+        ("I don't live in Bangalore anymore, so stop.", [("city", "Bangalore", True)]),
+        # diet changes
+        ("Actually, fish is fine for me now.", [("diet", "pescatarian", False)]),
+        ("I've started eating fish again.", [("diet", "pescatarian", False)]),
+        ("I'm going vegan starting today.", [("diet", "vegan", False)]),
+        ("I've gone pescatarian this year.", [("diet", "pescatarian", False)]),
+        ("Fish is off the menu again, I'm back to being vegetarian.", [("diet", "vegetarian", False)]),
+        ("I eat meat again, my doctor said so.", [("diet", "", True)]),
+        ("The fish is fine, thanks.", []),
+        # negations and denials
+        ("I'm not vegan any more.", [("diet", "vegan", True)]),
+        ("Turns out I'm not allergic to shellfish after all.", [("allergy", "shellfish", True)]),
+        ("I never said I was allergic to kiwi!", [("allergy", "kiwi", True)]),
+        ("I never said I was vegetarian for religious reasons.", []),
+        (
+            "Correction: it's amoxicillin I'm allergic to, not penicillin in general.",
+            [("allergy", "penicillin", True), ("allergy", "amoxicillin", False)],
+        ),
+        (
+            "Actually I'm not allergic to peanuts, it's tree nuts.",
+            [("allergy", "tree nuts", False), ("allergy", "peanuts", True)],
+        ),
+        # lists stop where the list stops
+        (
+            "I'm allergic to shellfish and sesame, just so you know.",
+            [("allergy", "shellfish", False), ("allergy", "sesame", False)],
+        ),
+        (
+            "I'm allergic to penicillin and to cats, sadly.",
+            [("allergy", "penicillin", False), ("allergy", "cats", False)],
+        ),
+        # hypotheticals yield nothing; the stated clause beside one still counts
+        ("If I ever moved to Madrid I'd have to learn Spanish.", []),
+        ("What if I moved to Vancouver, would that be a problem?", []),
+        ("Suppose I took the job in Singapore, what then?", []),
+        ("I'm thinking about going vegan.", []),
+        ("If I were allergic to dairy too, I'd give up.", []),
+        ("I'd love to eat sushi again, but I'm sticking with vegetarian.", [("diet", "vegetarian", False)]),
+        ("I speak French. I'd like to speak Italian one day.", [("language", "French", False)]),
+        # other people's facts yield nothing; the user's relations are the user's
+        ("My sister lives in Oslo and she's vegan.", []),
+        ("My wife is allergic to shellfish.", []),
+        ("My team is still in Toronto.", []),
+        ("My brother has a dog called Rex.", []),
+        ("My husband is Daniel, he'll book the taxi.", [("husband", "Daniel", False)]),
+        # names, work, pets
+        (
+            "My name is Sofia Marquez, but everyone calls me Sofi.",
+            [("name", "Sofia Marquez", False), ("preferred_name", "Sofi", False)],
+        ),
+        ("Please don't call me Sofi.", []),
+        (
+            "I'm now a product manager at Razorpay.",
+            [("occupation", "product manager", False), ("employer", "Razorpay", False)],
+        ),
+        ("I work as a software engineer so I'm home a lot.", [("occupation", "software engineer", False)]),
+        ("I'm a big fan of jazz.", []),
+        ("I'm working at King's College Hospital now.", [("employer", "King's College Hospital", False)]),
+        (
+            "We've got a dog named Biscuit and a parrot called Kiwi.",
+            [("pet", "dog named Biscuit", False), ("pet", "parrot named Kiwi", False)],
+        ),
+        ("My doctor is Dr. Otieno.", [("doctor", "Dr. Otieno", False)]),
+    ],
+)
+def test_rule_extractor_reads_corrections_moves_negations_and_skips_what_is_not_the_users(
+    text: str, expected: list[tuple[str, str, bool]]
+) -> None:
+    assert RuleExtractor().facts(text) == expected
+
+
+def test_a_long_list_cut_by_the_window_drops_the_cut_item() -> None:
+    found = RuleExtractor().facts("I'm allergic to " + "nuts and " * 300)
+    assert found == [("allergy", "nuts", False)]
+
+
+def test_a_correction_in_a_later_session_becomes_current(clock) -> None:  # type: ignore[no-untyped-def]
+    store = MemoryStore.sqlite(":memory:", embedder=HashingEmbedder(), clock=clock)
+    store.remember(
+        "u1", [ConversationTurn(role="user", id="a", at=T1, content="I'm vegetarian. I live in Lisbon.")]
+    )
+    store.remember(
+        "u1",
+        [
+            ConversationTurn(role="user", id="b", at=T2, content="Actually, fish is fine for me now."),
+            ConversationTurn(role="assistant", id="c", at=T2, content="So you live in Madrid now?"),
+            ConversationTurn(
+                role="user", id="d", at=T2, content="We moved again last month, we're in Porto now."
+            ),
+            ConversationTurn(role="user", id="e", at=T2, content="If I moved to Rome I'd learn Italian."),
+        ],
+    )
+    assert store.current("u1", "diet").value == "pescatarian"  # type: ignore[union-attr]
+    assert store.current("u1", "city").value == "Porto"  # type: ignore[union-attr]
+    assert [f.value for f in store.history("u1", "city")] == ["Lisbon", "Porto"]
+    store.remember(
+        "u1", [ConversationTurn(role="user", id="f", at=T2 + timedelta(days=9), content="I eat meat again.")]
+    )
+    assert store.current("u1", "diet") is None
+
+
+def test_the_evaluation_sets_replay_exactly_through_the_store() -> None:
+    """The gold facts of every split, written through a store, give each conversation's `final`
+    state: the set and the benchmark's scorer agree (a typo in either fails here)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "extraction_bench.py"
+    spec = importlib.util.spec_from_file_location("extraction_bench_for_test", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench
+    spec.loader.exec_module(bench)
+    for split in bench.SPLITS:
+        conversations = bench.load(split)
+        scores = anyio.run(bench.score, conversations, bench.gold_proposer(conversations))
+        assert (scores.precision, scores.recall, scores.state) == (1.0, 1.0, 1.0), (split, scores.wrong_slots)
+        tags = {tag for c in conversations for s in c.sessions for t in s for tag in t.tags}
+        assert set(bench.TAGS) <= tags, split
 
 
 def test_rule_extractor_reads_only_user_messages_and_keeps_source_and_time() -> None:

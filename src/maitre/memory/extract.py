@@ -86,7 +86,10 @@ class AsyncExtractor(Protocol):
 _END = r"(?=\s*(?:[,.!?;:)]|$)|\s+[a-z])"
 _PLACE = r"((?!I\b|I')[A-Z][\w'-]*(?:\s(?!I\b|I')[A-Z][\w'-]*){0,3})"
 _ORG = r"((?!I\b|I')[A-Z][\w&'-]*(?:\s(?!I\b|I')[A-Z][\w&'-]*){0,3})"
-_LIST = r"([^.!?;:()]{1,160})"
+#: A title whose full stop does not end the value: "my doctor is Dr. Otieno".
+_TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Prof|St)\.\s*)?"
+_LIST_MAX = 160
+_LIST = r"([^.!?;:()]{1," + str(_LIST_MAX) + "})"
 _DIETS = (
     r"(vegetarian|vegan|pescatarian|eggetarian|jain|gluten[- ]free|lactose[- ]intolerant|halal|kosher|keto)"
 )
@@ -322,6 +325,10 @@ _LIST_STOP = frozenset(
         "that",
         "when",
         "while",
+        "where",
+        "what",
+        "how",
+        "why",
         "after",
         "before",
         "please",
@@ -433,7 +440,11 @@ def _items(text: str) -> list[str]:
 
 def _many(key: str, *, retract: bool = False, group: int = 1) -> Callable[[re.Match[str]], Found]:
     def handle(m: re.Match[str]) -> Found:
-        return [(key, item, retract) for item in _items(m.group(group))]
+        text = m.group(group)
+        items = _items(text)
+        if len(text) >= _LIST_MAX and items:
+            items.pop()  # the window cut the last item short
+        return [(key, item, retract) for item in items]
 
     return handle
 
@@ -537,7 +548,7 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Found]], ...] = (
     (
         re.compile(
             _I
-            + r"(?:'m|’m|'ve|’ve| am| have)?\s+(?:now\s+|just\s+)?(?:going|gone|went|turned|become|became|"
+            + r"(?:'m|’m|'ve|’ve| am| have)?\s+(?:now\s+|just\s+)?(?:going|gone|went|turned|become|became|been|"
             + r"switched\s+to|switching\s+to|back\s+to|sticking\s+with|staying)\s+(?:being\s+|a\s+)?"
             + _DIETS
             + r"\b",
@@ -638,7 +649,7 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Found]], ...] = (
     (
         re.compile(
             _I
-            + r"(?:\s+now|\s+currently)?\s+(?:work|am working|'m working|’m working)\s+(?:at|for)\s+"
+            + r"(?:\s+now|\s+currently)?(?:\s+work|\s+am working|'m working|’m working)\s+(?:at|for)\s+"
             + _ORG
         ),
         _one("employer"),
@@ -657,7 +668,8 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Found]], ...] = (
     ),
     (
         re.compile(
-            r"\bremember\s+(?:that\s+)?my\s+([a-z]+(?:\s+[a-z]+)?)\s+is\s+([^.!?;]{1,80})", re.IGNORECASE
+            r"\bremember\s+(?:that\s+)?my\s+([a-z]+(?:\s+[a-z]+)?)\s+is\s+(" + _TITLE + r"[^.!?;]{1,80})",
+            re.IGNORECASE,
         ),
         _keyed(allow=None),
     ),
@@ -666,7 +678,7 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Found]], ...] = (
         _keyed(allow=None),
     ),
     (
-        re.compile(r"\bmy\s+([a-z]+(?:\s+[a-z]+)?)\s+is\s+([^.!?;,]{1,60})", re.IGNORECASE),
+        re.compile(r"\bmy\s+([a-z]+(?:\s+[a-z]+)?)\s+is\s+(" + _TITLE + r"[^.!?;,]{1,60})", re.IGNORECASE),
         _keyed(allow=_MY_KEYS),
     ),
 )
