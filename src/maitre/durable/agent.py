@@ -82,13 +82,22 @@ def get_agent(name: str) -> DurableAgent:
     return found
 
 
-def in_doubt(result: ToolResult) -> bool:
-    """True when the gate says an earlier attempt of this write may or may not have happened."""
+def in_doubt(result: ToolResult, approval_id: str | None = None) -> bool:
+    """True when the gate says an earlier attempt of this write may or may not have happened.
+
+    That is an idempotency key left uncertain (or in flight by a dead process), and - for an
+    approved call - its own approval found already used without a stored result to replay: the
+    gate consumes an approval just before the call runs and replays a completed one, so a used
+    approval that does not replay means the attempt that used it never finished."""
     error = result.error
+    if error is None or error.code is not ErrorCode.INVALID_STATE:
+        return False
+    if error.details.get("idempotency") == "uncertain":
+        return True
     return (
-        error is not None
-        and error.code is ErrorCode.INVALID_STATE
-        and error.details.get("idempotency") == "uncertain"
+        approval_id is not None
+        and error.details.get("approval_id") == approval_id
+        and error.details.get("status") == "used"
     )
 
 
@@ -188,7 +197,8 @@ class DurableGate:
         result, recorded = decode_result(text)
         if recorded is not None:
             apply_context(run, recorded)
-        if in_doubt(result):
+        used = approval_id or (options.approval_id if options is not None else None)
+        if in_doubt(result, used):
             raise NeedsHuman(
                 NeedsHumanInfo(
                     tool=result.name,
@@ -355,7 +365,7 @@ class DurableAgent:
         for status in workflows:
             handle: Any = await DBOS.retrieve_workflow_async(status.workflow_id)
             with anyio.move_on_after(60.0):
-                await handle.get_result()
+                await handle.get_result(polling_interval_sec=0.1)
         tenant = principal.tenant if principal else None
         saved = await self._runs().load(run_id, tenant=tenant)
         if saved is None:

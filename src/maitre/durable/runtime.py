@@ -79,9 +79,14 @@ def launch(
     executor_id: str | None = None,
     log_level: str = "WARNING",
     extra: dict[str, Any] | None = None,
+    queue_poll_s: float | None = None,
 ) -> str:
     """Configure and launch DBOS for this process; returns its executor id. Launching again with
-    the same database and executor id does nothing; with others it is a `UserError`."""
+    the same database and executor id does nothing; with others it is a `UserError`.
+
+    `queue_poll_s`: how often DBOS's internal queue - where recovered workflows wait for an
+    executor - is polled (DBOS's default, 1 s, when None; `MAITRE_DURABLE_QUEUE_POLL_S` sets it too).
+    """
     chosen = executor_id or default_executor_id()
     if _launched:
         if _launched == {"url": system_database_url, "executor": chosen} or executor_id is None:
@@ -99,7 +104,14 @@ def launch(
     }
     if extra:
         config.update(extra)  # type: ignore[typeddict-item]
-    DBOS(config=config)
+    dbos = DBOS(config=config)
+    poll = queue_poll_s if queue_poll_s is not None else _env_float("MAITRE_DURABLE_QUEUE_POLL_S")
+    if poll is not None:
+        if poll <= 0:
+            raise ValueError("queue_poll_s must be > 0")
+        # DBOS 3.4 has no setting for its internal queue's interval; the queue object holds it.
+        queue = dbos._registry.get_internal_queue()
+        queue._polling_interval_sec = poll
     try:
         DBOS.launch()
     except BaseException:
@@ -132,6 +144,11 @@ def system_database_url() -> str:
     if not _launched:
         raise UserError("DBOS is not launched in this process: call maitre.durable.launch(...) first")
     return _launched["url"]
+
+
+def _env_float(name: str) -> float | None:
+    value = os.environ.get(name)
+    return float(value) if value else None
 
 
 def _redacted(url: str) -> str:

@@ -55,6 +55,7 @@ def executor_leases(system_database_url: str) -> tuple[ClaimStore, Engine]:
     if system_database_url.startswith(("postgresql://", "postgres://")):
         from ..storage.engine.postgres import PostgresEngine
 
+        _ensure_database(system_database_url)
         engine = PostgresEngine(system_database_url, schema="maitre_durable", pool_size=2)
     elif system_database_url.startswith("sqlite:///"):
         from ..storage.engine.sqlite import SQLiteEngine
@@ -65,6 +66,25 @@ def executor_leases(system_database_url: str) -> tuple[ClaimStore, Engine]:
             f"expected a sqlite:/// or postgresql:// system database, not {system_database_url!r}"
         )
     return SQLClaimStore(engine), engine
+
+
+def _ensure_database(url: str) -> None:
+    """Create the Postgres system database if it is missing (DBOS would at launch, but the
+    executor's lease, taken before launch, lives there too)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+    from psycopg import sql
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    server = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(server, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            try:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            except psycopg.errors.DuplicateDatabase:
+                pass  # another worker created it first
 
 
 class ExecutorLease:
@@ -143,6 +163,7 @@ async def executor(
     executor_id: str | None = None,
     lease_s: float = 30.0,
     log_level: str = "WARNING",
+    queue_poll_s: float | None = None,
 ) -> AsyncIterator[ExecutorLease]:
     """Take this executor's lease, launch DBOS (which recovers this executor's own pending
     workflows, on the running event loop), keep the lease while the block runs; then stop DBOS and
@@ -152,7 +173,9 @@ async def executor(
     lease = ExecutorLease(leases, chosen, lease_s=lease_s)
     try:
         await lease.take()
-        runtime.launch(system_database_url, executor_id=chosen, log_level=log_level)
+        runtime.launch(
+            system_database_url, executor_id=chosen, log_level=log_level, queue_poll_s=queue_poll_s
+        )
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(lease.keep)
@@ -254,4 +277,4 @@ class DurableWorker:
 
 
 async def _result(handle: Any) -> Any:
-    return await handle.get_result()
+    return await handle.get_result(polling_interval_sec=0.1)
