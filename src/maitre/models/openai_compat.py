@@ -25,12 +25,26 @@ three differences:
   remains is the answer's text. Ids are minted from the turn, position, name and arguments, so
   the same answer always yields the same ids.
 
+  A call the text makes explicitly (a `<tool_call>` block, function tags, `[TOOL_CALLS]`, or an
+  answer that is nothing but one call-shaped object) to a name no offered tool has is passed on
+  all the same: the gate answers UNKNOWN_TOOL with the real names, and the model learns them,
+  instead of the run ending with raw JSON as its answer. A bare name that is exactly one
+  qualified tool's last part (`get_order` for `orders.get_order`) resolves to it.
+
+Constrained tool calls (`constrained=True`, the default here; off for the hosted adapters): each
+step with tools carries the JSON Schema of one answer built from the tools offered
+(`maitre.models.constrained`), in the form the server reads (`schema_dialect`), with the tools
+described in the system prompt; the answer `{"tool": .., "arguments": ..}` or `{"answer": ..}` is
+read back into calls or text. A server that refuses the schema turns it off, said once on stderr.
+
 Some servers cannot take `tools` at all (an Ollama model without tool support answers 400 "does
-not support tools"; llama.cpp without `--jinja` refuses the parameter). With
-`tools_in_prompt="auto"` (the default) such an error switches the adapter to describing the
-tools in the system prompt, Hermes style (`<tools>` with the definitions, answers as
-`<tool_call>` blocks), and to sending earlier calls and results as plain text; the recovery above
-then reads the calls. `tools_in_prompt=True` starts there; `False` never does.
+not support tools"; llama.cpp without `--jinja` answers "tools param requires --jinja flag";
+vLLM without a tool parser asks for `--enable-auto-tool-choice`). With `tools_in_prompt="auto"`
+(the default) such an error - only such an error - switches the adapter to describing the tools
+in the system prompt, Hermes style (`<tools>` with the definitions, answers as `<tool_call>`
+blocks), and to sending earlier calls and results as plain text; the recovery above then reads
+the calls. `tools_in_prompt=True` starts there; `False` never does. An assistant turn with tool
+calls goes out with `""` content, never null (llama-cpp-python's server answers HTTP 500 to null).
 """
 
 from __future__ import annotations
