@@ -111,6 +111,9 @@ def test_rule_extractor_patterns(text: str, expected: list[tuple[str, str, bool]
         ("If I were allergic to dairy too, I'd give up.", []),
         ("I'd love to eat sushi again, but I'm sticking with vegetarian.", [("diet", "vegetarian", False)]),
         ("I speak French. I'd like to speak Italian one day.", [("language", "French", False)]),
+        ("I want to book a table for two, I'm vegetarian.", [("diet", "vegetarian", False)]),
+        ("I'd like a table near the window, I'm allergic to peanuts.", [("allergy", "peanuts", False)]),
+        ("I wouldn't say I speak Japanese yet.", []),
         # other people's facts yield nothing; the user's relations are the user's
         ("My sister lives in Oslo and she's vegan.", []),
         ("My wife is allergic to shellfish.", []),

@@ -119,6 +119,14 @@ async def test_a_tool_call_becomes_grounded_candidates_in_message_order() -> Non
     assert '"message_id": "a1"' not in sent  # assistant turns cannot be cited
 
 
+async def test_assistant_turns_can_be_left_out_of_the_context() -> None:
+    model = scripted(call(TOOL_NAME, facts=GOOD))
+    found = await ModelExtractor(model, include_assistant=False).extract(turns())
+    assert summary(found) == EXPECTED
+    sent = model.requests[0].messages[0].content  # type: ignore[union-attr]
+    assert "Madrid" not in sent and '"message_id": "u4"' in sent
+
+
 async def test_a_json_text_reply_works_for_models_without_tool_calls() -> None:
     text = "Here you go:\n```json\n" + json.dumps({"facts": GOOD}) + "\n```"
     found = await ModelExtractor(scripted(text)).extract(turns())  # the label '[rule facts]' precedes it

@@ -370,17 +370,19 @@ _ANIMALS = r"(dog|puppy|cat|kitten|parrot|budgie|rabbit|bunny|hamster|guinea pig
 #: What makes a clause a hypothetical, a wish, a plan or a question about one: no fact in it.
 _HYPOTHETICAL = re.compile(
     r"\b(?:if|what if|suppose|supposing|imagine|assuming|in case)\s+(?:i|we)\b"
-    r"|\bi(?:'d|’d|\s+would(?:n't|n’t)?|\s+wish|\s+might|\s+may)\b"
-    r"|\bwould(?:n't|n’t)?\s+(?:i|we|it|that)\b"
+    r"|\bi(?:'d|’d|\s+would)(?:n't|n’t)?\s+(?:(?:love|like|want|prefer)\s+to|have\s+to|be|say)\b"
+    r"|\bi\s+(?:wish|might|may)\b|\bwould(?:n't|n’t)?\s+(?:i|we|it|that)\b"
     r"|\b(?:thinking|thought)\s+(?:about|of)\b|\bconsidering\b|\bplanning\s+(?:to|on)\b"
-    r"|\bhoping\s+to\b|\bwant(?:s)?\s+to\b|\bone\s+day\b|\bsomeday\b|\bshould\s+(?:i|we)\b"
+    r"|\bhoping\s+to\b|\bone\s+day\b|\bsomeday\b|\bshould\s+(?:i|we)\b"
     r"|\bmaybe\s+(?:i|we)\b",
     re.IGNORECASE,
 )
 _SENTENCE = re.compile(
     r"(?<=[.!?;:])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<!\bProf\.)\s+|\n+"
 )
-_CLAUSE = re.compile(r",?\s+(?:but|though|although)\s+|;\s+", re.IGNORECASE)
+#: Clause breaks: "but", "though", a semicolon, and a comma before a new clause of the user's
+#: ("I want a table for two, I'm vegan").
+_CLAUSE = re.compile(r",?\s+(?:but|though|although)\s+|;\s+|,\s+(?=(?:I|I'm|I’m|[Ww]e|[Mm]y)\b)")
 
 Found = list[tuple[str, str, bool]]
 

@@ -190,6 +190,9 @@ class ModelExtractor:
             raises `ExtractionError` for them.
         max_turns: turns per model call; a longer conversation is read in windows of this size.
         max_output_tokens: the reply's token budget per call.
+        include_assistant: show the assistant's turns to the model as context (the default: "No,
+            peanuts are fine" needs the question it answers). False leaves them out, for hosts whose
+            assistant turns may repeat untrusted tool output; they are never citable either way.
     """
 
     def __init__(
@@ -200,6 +203,7 @@ class ModelExtractor:
         on_invalid: Literal["skip", "raise"] = "skip",
         max_turns: int = 60,
         max_output_tokens: int = 4096,
+        include_assistant: bool = True,
     ) -> None:
         if on_invalid not in ("skip", "raise"):
             raise UserError(f"on_invalid must be 'skip' or 'raise', not {on_invalid!r}")
@@ -214,6 +218,7 @@ class ModelExtractor:
         self.on_invalid = on_invalid
         self.max_turns = max_turns
         self.max_output_tokens = max_output_tokens
+        self.include_assistant = include_assistant
         self.stats = ExtractionStats()
         self._tool: Tool | None = None
 
@@ -230,7 +235,7 @@ class ModelExtractor:
                 continue
             if msg.role == "user":
                 entry = {"message_id": msg.id or f"#{index}", "role": "user", "text": msg.content}
-            elif msg.role == "assistant":
+            elif msg.role == "assistant" and self.include_assistant:
                 entry = {"role": "assistant", "text": msg.content}
             else:
                 continue
