@@ -773,9 +773,12 @@ async def profile_store(
 
 
 def _start_pyspy(folder: Path, args: argparse.Namespace) -> subprocess.Popen[bytes] | None:
-    py_spy = Path(sys.executable).with_name("py-spy")
+    import shutil
+
+    found = os.environ.get("PY_SPY") or shutil.which("py-spy")
+    py_spy = Path(found) if found else Path(sys.executable).with_name("py-spy")
     if not py_spy.exists():
-        print("  (py-spy not installed in this venv: pip install py-spy)")
+        print("  (py-spy not found: pip install py-spy, or PY_SPY=/path/to/py-spy)")
         return None
     out = folder / "pyspy.txt"
     return subprocess.Popen(
@@ -809,6 +812,12 @@ def _stop_pyspy(proc: subprocess.Popen[bytes], folder: Path) -> None:
     print("  py-spy, concurrent window, top own frames (% of samples):")
     for frame, n in sorted(own.items(), key=lambda kv: -kv[1])[:25]:
         print(f"    {100 * n / total:5.1f}%  {frame[:140]}")
+    print("  py-spy, concurrent window, top inclusive frames (% of samples):")
+    for frame, n in sorted(inclusive.items(), key=lambda kv: -kv[1])[:60]:
+        print(f"    {100 * n / total:5.1f}%  {frame[:140]}")
+    keep = os.environ.get("PY_SPY_KEEP")
+    if keep:
+        Path(keep).write_text(out.read_text())
 
 
 async def direct_rows(upstream_url: str, up_pid: int | None, args: argparse.Namespace) -> list[Window]:

@@ -24,6 +24,15 @@ compares both, header by header):
   stand-ins for a 4xx without one, `REQUEST_TIMEOUT` after the read timeout, PARSE_ERROR for a body
   that is not JSON-RPC), so `McpUpstream`'s error mapping reads them alike.
 
+Posted on the pool itself (`_lean_exchange`): for the client the gateway builds (no `Auth` flow, no
+cookies, no proxy, only the egress guard and byte cap as hooks) the request httpx2 would build - the
+same headers in the same order - goes straight to the client's httpcore2 connection pool, and one
+JSON answer within the cap is read without httpx2's request and response objects; the guard checks
+the host first and the cap's rules are the same `CapHook`'s. Anything else (an error status, SSE, a
+body the cap must count, a cookie set) is read as an `httpx2.Response` by the same code as before;
+a redirect is sent again through `stream_within_origin`, which follows it within the origin. Measured
+(benchmarks/gateway_ab.py, 8 clients): gateway CPU 2.54 -> 2.27 ms per call.
+
 One write per request: httpcore2 writes a request's head and its body as two socket writes, so the
 upstream wakes up twice and parses the head alone first. The link's HTTP client holds what is
 written until the connection next reads (`CoalescingBackend`: the request is then complete, since
@@ -40,20 +49,22 @@ resume it, fails the call as the SDK's does when it cannot resume (it is not sen
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
 import ssl
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpcore2
 import httpx2
 import mcp_types as types
 from httpx2 import EventSource
+from httpx2._transports.default import AsyncResponseStream, map_httpcore_exceptions
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client, redirect_location, stream_within_origin
@@ -70,7 +81,7 @@ from mcp_types import methods as _methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from .egress import IDENTITY, AddressGuard, _hooks
+from .egress import IDENTITY, AddressGuard, CapHook, GuardHook, _hooks
 
 __all__ = [
     "COALESCE_LIMIT",
@@ -301,35 +312,158 @@ async def _exchange(
 ) -> dict[str, Any]:
     """POST the request; the raw `result` object of its JSON-RPC response (an error raises)."""
     content = json.dumps(body, separators=(",", ":")).encode()
+    route = _lean_route(http, url)
+    if route is not None:
+        answer = await _lean_exchange(http, route, url, content, headers, request_id, max_response_bytes)
+        if answer is not None:
+            return answer
+        # A redirect: sent again the SDK's way, which follows it only within the origin.
     async with stream_within_origin(http, "POST", url, content=content, headers=headers) as response:
-        status = response.status_code
-        kind = response.headers.get("content-type", "").lower()
-        if status == 202:
-            raise MCPError(code=INVALID_REQUEST, message="server answered a request with 202 Accepted")
-        if redirect_location(response) is not None:
-            raise MCPError(
-                code=INVALID_REQUEST, message="Redirect not followed: it leaves the endpoint's origin"
-            )
-        if status >= 400:
-            if kind.startswith("application/json"):
-                try:
-                    parsed = jsonrpc_message_adapter.validate_json(await response.aread(), by_name=False)
-                except (httpx2.StreamError, ValidationError):
-                    parsed = None
-                if isinstance(parsed, types.JSONRPCError):
-                    raise MCPError.from_error_data(parsed.error)
-            if status == 404:  # no session on 2026-07-28: the HTTP spelling of METHOD_NOT_FOUND
-                raise MCPError(code=METHOD_NOT_FOUND, message="Not Found")
-            raise MCPError(code=INTERNAL_ERROR, message="Server returned an error response")
+        return await _answer(response, request_id, max_response_bytes)
+
+
+async def _answer(
+    response: httpx2.Response, request_id: int, max_response_bytes: int | None
+) -> dict[str, Any]:
+    """The raw `result` of the JSON-RPC response `response` carries (an error raises)."""
+    status = response.status_code
+    kind = response.headers.get("content-type", "").lower()
+    if status == 202:
+        raise MCPError(code=INVALID_REQUEST, message="server answered a request with 202 Accepted")
+    if redirect_location(response) is not None:
+        raise MCPError(code=INVALID_REQUEST, message="Redirect not followed: it leaves the endpoint's origin")
+    if status >= 400:
         if kind.startswith("application/json"):
             try:
-                message = jsonrpc_message_adapter.validate_json(await response.aread(), by_name=False)
-            except ValidationError as exc:
-                raise MCPError(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}") from None
-            return _result_of(message, request_id)
-        if kind.startswith("text/event-stream"):
-            return await _from_sse(response, request_id, max_response_bytes)
-        raise MCPError(code=INVALID_REQUEST, message=f"Unexpected content type: {kind}")
+                parsed = jsonrpc_message_adapter.validate_json(await response.aread(), by_name=False)
+            except (httpx2.StreamError, ValidationError):
+                parsed = None
+            if isinstance(parsed, types.JSONRPCError):
+                raise MCPError.from_error_data(parsed.error)
+        if status == 404:  # no session on 2026-07-28: the HTTP spelling of METHOD_NOT_FOUND
+            raise MCPError(code=METHOD_NOT_FOUND, message="Not Found")
+        raise MCPError(code=INTERNAL_ERROR, message="Server returned an error response")
+    if kind.startswith("application/json"):
+        return _parsed(await response.aread(), request_id)
+    if kind.startswith("text/event-stream"):
+        return await _from_sse(response, request_id, max_response_bytes)
+    raise MCPError(code=INVALID_REQUEST, message=f"Unexpected content type: {kind}")
+
+
+def _parsed(raw: bytes, request_id: int) -> dict[str, Any]:
+    try:
+        message = jsonrpc_message_adapter.validate_json(raw, by_name=False)
+    except ValidationError as exc:
+        raise MCPError(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}") from None
+    return _result_of(message, request_id)
+
+
+# -- the lean exchange: httpx2's client configuration, sent on its connection pool directly ------------
+
+
+@dataclass(frozen=True)
+class _Route:
+    """Where a lean request goes: the client's own connection pool, and its URL read once."""
+
+    pool: httpcore2.AsyncConnectionPool
+    url: httpcore2.URL
+    host: str
+    port: int | None
+    netloc: bytes
+    guards: tuple[GuardHook, ...]
+    caps: tuple[CapHook, ...]
+
+
+@functools.lru_cache(maxsize=256)
+def _parts(url: str) -> tuple[bytes, bytes, int | None, bytes, str, bytes]:
+    parsed = httpx2.URL(url)
+    return parsed.raw_scheme, parsed.raw_host, parsed.port, parsed.raw_path, parsed.host, parsed.netloc
+
+
+def _lean_route(http: httpx2.AsyncClient, url: str) -> _Route | None:
+    """The pool to post on directly, or None when the client does something per request that only
+    `AsyncClient.send` does: an `Auth` flow (OAuth), cookies to send, a proxy or mounted transport
+    for this URL, or an event hook other than the egress guard and byte cap (`egress._hooks`)."""
+    if http._auth is not None or len(http.cookies) or http._state == httpx2._client.ClientState.CLOSED:
+        return None
+    hooks = http.event_hooks
+    guards = tuple(h for h in hooks["request"] if isinstance(h, GuardHook))
+    caps = tuple(h for h in hooks["response"] if isinstance(h, CapHook))
+    if len(guards) != len(hooks["request"]) or len(caps) != len(hooks["response"]):
+        return None
+    scheme, raw_host, port, target, host, netloc = _parts(url)
+    transport = http._transport_for_url(httpx2.URL(url)) if http._mounts else http._transport
+    if transport is not http._transport or not isinstance(transport, httpx2.AsyncHTTPTransport):
+        return None
+    pool = getattr(transport, "_pool", None)
+    if not isinstance(pool, httpcore2.AsyncConnectionPool):
+        return None
+    return _Route(
+        pool=pool,
+        url=httpcore2.URL(scheme=scheme, host=raw_host, port=port, target=target),
+        host=host,
+        port=port,
+        netloc=netloc,
+        guards=guards,
+        caps=caps,
+    )
+
+
+async def _lean_exchange(
+    http: httpx2.AsyncClient,
+    route: _Route,
+    url: str,
+    content: bytes,
+    headers: dict[str, str],
+    request_id: int,
+    max_response_bytes: int | None,
+) -> dict[str, Any] | None:
+    """What `stream_within_origin(http, "POST", url, ...)` then `_answer` do, for a client `_lean_route`
+    accepted, without building httpx2's request and response objects for the common answer (one
+    JSON body within the cap). The request is the one httpx2 would send (the same headers in the
+    same order: Host, the client's, the call's, Content-Length), the egress guard checks the host
+    first and the byte cap's rules apply to the answer (`CapHook`). Anything else - an error
+    status, SSE, a body the cap must count, a cookie set - is handed on as an `httpx2.Response`
+    to the same reading as the SDK path (`_answer`). A redirect returns None: the caller sends the
+    request again through `stream_within_origin`, which follows it only within the origin."""
+    for guard in route.guards:
+        await guard.guard.check_host(route.host, route.port or 443)
+    merged = httpx2.Headers(http.headers)
+    merged.update(headers)
+    raw = [(b"Host", route.netloc), *merged.raw]
+    if "content-length" not in merged and "transfer-encoding" not in merged:
+        raw.append((b"Content-Length", str(len(content)).encode()))
+    request = httpcore2.Request(
+        b"POST", route.url, headers=raw, content=content, extensions={"timeout": http.timeout.as_dict()}
+    )
+    with map_httpcore_exceptions():
+        answer = await route.pool.handle_async_request(request)
+    try:
+        caps = route.caps
+        if answer.status == 200 and not any(k.lower() == b"set-cookie" for k, _ in answer.headers):
+            response_headers = httpx2.Headers(answer.headers)
+            if response_headers.get("content-type", "").lower().startswith("application/json") and not any(
+                hook.needs_counting(response_headers) for hook in caps
+            ):
+                with map_httpcore_exceptions():
+                    data = await answer.aread()
+                return _parsed(data, request_id)
+        response = httpx2.Response(
+            status_code=answer.status,
+            headers=answer.headers,
+            stream=AsyncResponseStream(cast("AsyncIterable[bytes]", answer.stream)),
+            extensions=answer.extensions,
+            request=http.build_request("POST", url, content=content, headers=headers),
+        )
+        for hook in caps:
+            await hook(response)
+        http.cookies.extract_cookies(response)
+        if response.has_redirect_location:
+            return None
+        return await _answer(response, request_id, max_response_bytes)
+    finally:
+        with map_httpcore_exceptions():
+            await answer.aclose()
 
 
 async def _from_sse(

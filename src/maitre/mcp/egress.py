@@ -50,7 +50,9 @@ from ..exceptions import UserError
 __all__ = [
     "AddressGuard",
     "AddressRefused",
+    "CapHook",
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "GuardHook",
     "IDENTITY",
     "IP",
     "METADATA_ADDRESSES",
@@ -269,37 +271,57 @@ IDENTITY = {"Accept-Encoding": "identity"}
 parsed only when nothing decompresses them afterwards."""
 
 
-def _hooks(guard: AddressGuard | None, max_bytes: int | None) -> dict[str, list[Any]]:
-    async def on_request(request: httpx2.Request) -> None:
-        assert guard is not None
-        await guard.check_host(request.url.host, request.url.port or 443)
+class GuardHook:
+    """The request hook: every request's host is checked by `guard` (resolved, not only the URL)."""
 
-    async def on_response(response: httpx2.Response) -> None:
-        assert max_bytes is not None
-        encoding = response.headers.get("content-encoding", "").strip().lower()
+    def __init__(self, guard: AddressGuard) -> None:
+        self.guard = guard
+
+    async def __call__(self, request: httpx2.Request) -> None:
+        await self.guard.check_host(request.url.host, request.url.port or 443)
+
+
+class CapHook:
+    """The response hook: a body over `max_bytes`, or encoded past counting, is refused as it is read."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+
+    def needs_counting(self, headers: httpx2.Headers) -> bool | str:
+        """What the cap asks of a response with these headers: a refusal message (a compressed body,
+        never read), True (count its bytes as they arrive) or False (its length is known and
+        within the cap, or it is SSE, whose events the SDK's `max_sse_event_size` bounds)."""
+        encoding = headers.get("content-encoding", "").strip().lower()
         if encoding not in ("", "identity"):
             # Asked for identity (`IDENTITY`); a compressed body would be decoded past any count of
             # the bytes that arrived (230 gzip bytes are 200 kB of JSON), so it is not read at all.
-            response.stream = _Refused(
-                f"{OVERSIZE_MARKER} what maitre can bound: a {encoding}-encoded response (identity was asked for)"
-            )
-            return
-        if not response.headers.get("content-type", "").lower().startswith("application/json"):
-            return  # SSE events are bounded by the SDK's max_sse_event_size
-        # Raised while the SDK reads the body, where it becomes a JSON-RPC error for this request.
-        length = response.headers.get("content-length", "")
-        declared = int(length) if length.isdigit() else 0
-        if length.isdigit() and declared <= max_bytes and "transfer-encoding" not in response.headers:
-            # The HTTP/1.1 parser reads exactly Content-Length bytes of body (no more can arrive as
-            # this response's), so a body declared within the cap needs no counting on the way.
-            return
-        response.stream = _CappedStream(response.stream, max_bytes, declared=declared)
+            return f"{OVERSIZE_MARKER} what maitre can bound: a {encoding}-encoded response (identity was asked for)"
+        if not headers.get("content-type", "").lower().startswith("application/json"):
+            return False  # SSE events are bounded by the SDK's max_sse_event_size
+        length = headers.get("content-length", "")
+        # The HTTP/1.1 parser reads exactly Content-Length bytes of body (no more can arrive as
+        # this response's), so a body declared within the cap needs no counting on the way.
+        return not (length.isdigit() and int(length) <= self.max_bytes and "transfer-encoding" not in headers)
 
+    async def __call__(self, response: httpx2.Response) -> None:
+        # Raised while the SDK reads the body, where it becomes a JSON-RPC error for this request.
+        verdict = self.needs_counting(response.headers)
+        if isinstance(verdict, str):
+            response.stream = _Refused(verdict)
+        elif verdict:
+            length = response.headers.get("content-length", "")
+            declared = int(length) if length.isdigit() else 0
+            response.stream = _CappedStream(response.stream, self.max_bytes, declared=declared)
+
+
+def _hooks(guard: AddressGuard | None, max_bytes: int | None) -> dict[str, list[Any]]:
+    """The HTTP client's event hooks: `GuardHook` on requests, `CapHook` on responses (either may be
+    absent). `maitre.mcp.direct_call` recognises them by type to apply them itself."""
     hooks: dict[str, list[Any]] = {"request": [], "response": []}
     if guard is not None:
-        hooks["request"].append(on_request)
+        hooks["request"].append(GuardHook(guard))
     if max_bytes is not None:
-        hooks["response"].append(on_response)
+        hooks["response"].append(CapHook(max_bytes))
     return hooks
 
 
