@@ -13,7 +13,7 @@ user's key (`maitre.storage.subject_keys`):
 | audit `result_digest`          | subject digest                                                  |
 | call hash (approvals, audit)   | HMAC under the index key (`h2:k...`)                            |
 | approval request arguments     | sealed (the SQL stores open them for the approver while the key lives) |
-| result handle pages            | sealed, opened by `read_result` while the key lives             |
+| result handle pages            | sealed, opened by `read_result` while the key lives (`res_p_` handles; their reads are audited as personal) |
 
 A replay of a personal call opens its stored result while the key lives; after a forget it returns
 a result that says the value was forgotten (never the old value, never an error). The key a call
@@ -95,8 +95,9 @@ async def prepare(ctx: CallContext) -> ToolError | None:
         logger.error("personal tool %s refused: %s", ctx.call.name, exc)
         return ToolError(
             ErrorCode.INTERNAL,
-            "This tool handles personal data and the runtime cannot store it safely (no encryption "
-            "secret is configured). It was not executed; tell the user it is unavailable.",
+            "This tool handles personal data and the runtime cannot store it safely (its encryption "
+            "secret is missing or is not the one the store was used with). It was not executed; "
+            "tell the user it is unavailable.",
             details={"stage": "personal"},
         )
     return None
@@ -148,6 +149,19 @@ async def open_stored(ctx: CallContext, text: str) -> dict[str, Any]:
         return forgotten_result()
     result: dict[str, Any] = json.loads(opened)
     return result
+
+
+PERSONAL_HANDLE_PREFIX = "res_p_"
+"""How a personal result's handle starts: `read_result` of it is audited like a personal call."""
+
+
+def reads_personal_page(ctx: CallContext) -> bool:
+    """True for a `read_result` of a personal result's handle (its page is personal data too)."""
+    tool = ctx.tool
+    if tool is None or tool.name != "read_result" or "builtin" not in tool.tags:
+        return False
+    handle = (ctx.arguments or {}).get("handle")
+    return isinstance(handle, str) and handle.startswith(PERSONAL_HANDLE_PREFIX)
 
 
 async def seal_pages(ctx: CallContext, pages: list[str]) -> list[str]:

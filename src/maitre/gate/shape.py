@@ -136,7 +136,7 @@ async def shape_output(ctx: CallContext) -> ToolResult | ToolError:
             tokens, pages = _paginate(content, cap, page_tokens)
         usage["tokens"] = tokens
         if pages is not None:
-            handle = "res_" + secrets.token_urlsafe(12)
+            handle = ("res_p_" if tool.personal else "res_") + secrets.token_urlsafe(12)
             await ctx.gate.handles.put(
                 handle,
                 tenant=ctx.principal.tenant,

@@ -465,13 +465,25 @@ class RunStore(Protocol):
     """**Protocol:** serialised agent runs, so a paused run resumes in any process."""
 
     async def save(
-        self, run_id: str, *, tenant: str, status: str, state_json: str, now: float | None = None
+        self,
+        run_id: str,
+        *,
+        tenant: str,
+        status: str,
+        state_json: str,
+        now: float | None = None,
+        user: str | None = None,
     ) -> None:
-        """Insert or replace. Raises `StoreError` if the run belongs to another tenant."""
+        """Insert or replace. Raises `StoreError` if the run belongs to another tenant.
+
+        With `user` (the run's principal), a durable store keeps `state_json` - the transcript,
+        personal data - sealed under that user's key (`maitre.storage.subject_keys`), so
+        `Stores.erase_subject` makes it unreadable."""
         ...
 
     async def load(self, run_id: str, *, tenant: str | None = None) -> RunState | None:
-        """The saved run (None if unknown, or if `tenant` is given and differs)."""
+        """The saved run (None if unknown, if `tenant` is given and differs, or if it was sealed
+        for a user whose key a forget erased)."""
         ...
 
     async def list(

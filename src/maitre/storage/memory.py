@@ -324,9 +324,16 @@ class MemoryRunStore:
         self._items: dict[str, tuple[str, str, str, float]] = {}
 
     async def save(
-        self, run_id: str, *, tenant: str, status: str, state_json: str, now: float | None = None
+        self,
+        run_id: str,
+        *,
+        tenant: str,
+        status: str,
+        state_json: str,
+        now: float | None = None,
+        user: str | None = None,
     ) -> None:
-        at = now_or(now)
+        at = now_or(now)  # `user`: in process memory nothing outlives the process to be sealed
         with self._lock:
             current = self._items.get(run_id)
             if current is not None and current[0] != tenant:

@@ -57,7 +57,7 @@ class PostgresStores(Stores):
             idempotency=idempotency,
             audit=SQLAuditStore(engine),
             handles=SQLHandleStore(engine),
-            runs=SQLRunStore(engine),
+            runs=SQLRunStore(engine, keys),
             rate_limits=SQLRateLimiter(engine),
             backend="postgres",
             closers=[engine.close],

@@ -63,7 +63,7 @@ class SQLiteStores(Stores):
             idempotency=idempotency,
             audit=SQLAuditStore(engine),
             handles=SQLHandleStore(engine),
-            runs=SQLRunStore(engine),
+            runs=SQLRunStore(engine, keys),
             rate_limits=SQLRateLimiter(engine),
             backend="sqlite",
             closers=[engine.close, keys.close],
