@@ -361,6 +361,8 @@ async def run(split: str, *, verbose: bool) -> dict[str, Scores | None]:
     }
     model, label = model_from_env()
     model_note = label
+    if model is not None and split == "dev" and not os.environ.get("MAITRE_BENCH_MODEL_DEV"):
+        model, model_note = None, "not run on dev (MAITRE_BENCH_MODEL_DEV=1 runs it)"
     if model is not None:
         from maitre.memory.model_extractor import ModelExtractor
 

@@ -197,6 +197,20 @@ async def test_a_reply_cut_at_max_tokens_is_malformed() -> None:
     assert extractor.stats.replies_malformed == 1
 
 
+async def test_keys_models_write_fold_to_the_rule_extractors_keys() -> None:
+    facts = [
+        {"message_id": "u1", "key": "Location", "value": "Lisbon"},
+        {"message_id": "u1", "key": "allergens", "value": "penicillin"},
+        {"message_id": "u4", "key": "Diet Type", "value": "Vegan"},
+    ]
+    found = await ModelExtractor(scripted(call(TOOL_NAME, facts=facts))).extract(turns())
+    assert [(c.key, c.value) for c in found] == [
+        ("city", "Lisbon"),
+        ("allergy", "penicillin"),
+        ("diet", "vegan"),
+    ]
+
+
 async def test_a_retraction_of_a_single_valued_key_may_leave_the_value_empty() -> None:
     facts = [{"message_id": "u4", "key": "diet", "value": "", "retract": True}]
     found = await ModelExtractor(scripted(call(TOOL_NAME, facts=facts))).extract(turns())

@@ -48,7 +48,15 @@ if TYPE_CHECKING:
     from ..tools import Tool
     from .extract import ConversationTurn
 
-__all__ = ["ExtractionError", "ExtractionStats", "FactProposal", "ModelExtractor", "TOOL_NAME"]
+__all__ = [
+    "MODEL_KEY_SYNONYMS",
+    "TOOL_NAME",
+    "ExtractionError",
+    "ExtractionStats",
+    "FactProposal",
+    "ModelExtractor",
+    "facts_schema",
+]
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +158,29 @@ tools, answer with only the JSON object: {"facts": [{"message_id": "...", "key":
 
 _LOWER_KEYS = frozenset({"diet", "pronouns", "occupation"})
 
+#: Keys models write for the fact types `RuleExtractor` produces, beyond the store's own vocabulary
+#: (applied before it, so a store's declared synonyms still apply).
+MODEL_KEY_SYNONYMS: dict[str, str] = {
+    "location": "city",
+    "lives_in": "city",
+    "residence": "city",
+    "home": "city",
+    "current_location": "city",
+    "allergen": "allergy",
+    "allergens": "allergy",
+    "allergic_to": "allergy",
+    "speaks": "language",
+    "languages_spoken": "language",
+    "diet_type": "diet",
+    "dietary_restrictions": "diet",
+    "works_at": "employer",
+    "works_for": "employer",
+    "job_role": "occupation",
+    "role": "occupation",
+    "preferred_pronouns": "pronouns",
+    "time_zone_name": "timezone",
+}
+
 
 @dataclass
 class ExtractionStats:
@@ -215,6 +246,9 @@ class ModelExtractor:
         if self._model is None and not callable(self._complete):
             raise UserError("ModelExtractor needs a maitre Model or an async complete(prompt) -> str")
         self.policy = policy or MemoryPolicy()
+        self._vocabulary = self.policy.vocabulary.with_synonyms(
+            {k: v for k, v in MODEL_KEY_SYNONYMS.items() if k not in self.policy.vocabulary.synonyms}
+        )
         self.on_invalid = on_invalid
         self.max_turns = max_turns
         self.max_output_tokens = max_output_tokens
@@ -365,7 +399,7 @@ class ModelExtractor:
                 self._invalid("facts_unknown_message", f"fact {number}: cites an unknown message id")
                 continue
             try:
-                key = self.policy.canonical_key(normalise_key(fact.key))
+                key = self._vocabulary.canonical(normalise_key(fact.key))
             except UserError:
                 self._invalid("facts_invalid", f"fact {number}: invalid key")
                 continue
