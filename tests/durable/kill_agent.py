@@ -8,8 +8,8 @@
 - `after:TOOL`         after the gate finished TOOL (key completed, audited), before DBOS recorded the step
 - `paused`             right after the run paused for an approval (the run's workflow has returned)
 
-The ledger (`MAITRE_LEDGER`) gets one line per real side effect; the model log (`MAITRE_MODEL_LOG`)
-one line per model call that really ran. The model is scripted and deterministic: a run that is
+The ledger (`MAITRE_LEDGER`) gets one line per real side effect (tool, key, run id, ...); the model
+log (`MAITRE_MODEL_LOG`) one line per model call that really ran (pid, count, goal). The model is scripted and deterministic: a run that is
 never killed gives the same answer.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from maitre import Toolbox
 from maitre.agent import Agent, Limits
-from maitre.context import IdempotencyKey
+from maitre.context import IdempotencyKey, RunContext
 from maitre.gate import Gate
 from maitre.models.base import ModelRequest, ModelResponse, Usage
 from maitre.types import ToolCall, ToolResult
@@ -30,8 +30,11 @@ from maitre.types import ToolCall, ToolResult
 FLIGHT = {"flight": "AI-101", "day": "2026-12-24"}
 
 
-def _kill(point: str) -> None:
-    if os.environ.get("MAITRE_KILL") == point:
+def _kill(point: str, run: RunContext | None = None) -> None:
+    """SIGKILL this process at `point` when MAITRE_KILL names it (`POINT` or `POINT@RUN_ID`)."""
+    wanted = os.environ.get("MAITRE_KILL", "")
+    at, _, run_id = wanted.partition("@")
+    if at == point and (not run_id or (run is not None and run.run_id == run_id)):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -57,32 +60,32 @@ def box() -> Toolbox:
     def reconcile_booking(key: IdempotencyKey) -> str | None:
         for line in _effects("book_flight"):
             if line.split(" ")[1] == str(key):
-                return f"Booked {line.split(' ')[2]} (reference {str(key)[-8:]})."
+                return f"Booked {line.split(' ')[3]} (reference {str(key)[-8:]})."
         return None
 
     @tools.tool(effect="write", reconcile=reconcile_booking)
-    def book_flight(flight: str, day: str, key: IdempotencyKey) -> str:
+    def book_flight(flight: str, day: str, key: IdempotencyKey, run: RunContext) -> str:
         """Book a seat on a flight (has a reconcile check)."""
-        _kill("before:book_flight")
+        _kill("before:book_flight", run)
         with _ledger().open("a") as f:
-            f.write(f"book_flight {key} {flight} {day}\n")
-        _kill("inside:book_flight")
+            f.write(f"book_flight {key} {run.run_id} {flight} {day}\n")
+        _kill("inside:book_flight", run)
         return f"Booked {flight} (reference {str(key)[-8:]})."
 
     @tools.tool(effect="write")
-    def charge_card(amount_inr: int, key: IdempotencyKey) -> str:
+    def charge_card(amount_inr: int, key: IdempotencyKey, run: RunContext) -> str:
         """Charge the card (no reconcile check: an in-doubt charge needs a person)."""
         with _ledger().open("a") as f:
-            f.write(f"charge_card {key} {amount_inr}\n")
-        _kill("inside:charge_card")
+            f.write(f"charge_card {key} {run.run_id} {amount_inr}\n")
+        _kill("inside:charge_card", run)
         return f"Charged {amount_inr} INR."
 
     @tools.tool(effect="write", requires_approval=True)
-    def upgrade_seat(flight: str, key: IdempotencyKey) -> str:
+    def upgrade_seat(flight: str, key: IdempotencyKey, run: RunContext) -> str:
         """Upgrade the seat (needs approval)."""
         with _ledger().open("a") as f:
-            f.write(f"upgrade_seat {key} {flight}\n")
-        _kill("inside:upgrade_seat")
+            f.write(f"upgrade_seat {key} {run.run_id} {flight}\n")
+        _kill("inside:upgrade_seat", run)
         return f"Upgraded on {flight}."
 
     return tools
@@ -91,7 +94,8 @@ def box() -> Toolbox:
 class KillGate(Gate):
     async def call(self, call: ToolCall, *args: Any, **kwargs: Any) -> ToolResult:
         result = await super().call(call, *args, **kwargs)
-        _kill(f"after:{call.name.rsplit('.', 1)[-1]}")
+        run = args[1] if len(args) > 1 else kwargs.get("run")
+        _kill(f"after:{call.name.rsplit('.', 1)[-1]}", run)
         return result
 
 
@@ -105,12 +109,12 @@ class TripModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.calls += 1
+        goal = next(m.content for m in request.messages if getattr(m, "role", "") == "user")
         log = os.environ.get("MAITRE_MODEL_LOG")
         if log:
             with open(log, "a") as f:  # noqa: ASYNC230 - a line, in a test
-                f.write(f"{os.getpid()} {self.calls}\n")
+                f.write(f"{os.getpid()} {self.calls} {goal}\n")
         _kill(f"model:{self.calls}")
-        goal = next(m.content for m in request.messages if getattr(m, "role", "") == "user")
         done = [m for m in request.messages if getattr(m, "role", "") == "tool"]
         step = len(done)
         plan: list[tuple[str, dict[str, Any]]] = [("trip.find_flight", {"day": FLIGHT["day"]})]
