@@ -390,6 +390,8 @@ _ADD = (
     "ON CONFLICT (subject) DO NOTHING"
 )
 _DELETE = "DELETE FROM {s}.maitre_subject_keys WHERE subject = ?"
+_CHECK_ROW = "check"
+"""The row that holds the master secret's check (subject ids are 64 hex digits: never this)."""
 
 
 class SQLSubjectKeys(_Keys):
@@ -410,7 +412,21 @@ class SQLSubjectKeys(_Keys):
         if not self._ready:
             self._keys()  # no secret, no table: fail before writing anything
             await self.engine.migrate(SUBJECT_KEYS_SCHEMA)
+            await self._check_secret()
             self._ready = True
+
+    async def _check_secret(self) -> None:
+        """The first use records a check of the master secret (an HMAC, never the secret); a later
+        open with another secret is refused, rather than reading every personal record as
+        forgotten and writing new ones nobody with the first secret could read."""
+        check = self.index_digest("check", "master-secret")
+        await self.engine.execute(_ADD, (_CHECK_ROW, "check", check, time.time()))
+        row = await self.engine.fetchone(_GET, (_CHECK_ROW,))
+        if row is None or str(row[1]) != check:
+            raise StoreError(
+                f"the gate secret from {self.where} is not the one this store's personal records were "
+                "sealed with: configure the original secret (or restore its key file)"
+            )
 
     async def key(self, tenant: str, user: str, *, create: bool = True) -> SubjectKey | None:
         await self._migrate()
