@@ -45,10 +45,12 @@ async def test_the_runs_time_limit_is_reported_as_a_time_limit_and_the_request_i
     server: FakeProvider,
 ) -> None:
     server.queue(Reply(body=chat_completion("far too late"), delay=5.0))
-    agent = Agent(local(server), orders_box(), limits=Limits(max_seconds=0.4), notes=False)
-    started = time.monotonic()
-    run = await agent.run("Where is order A1042?", ALICE)
-    took = time.monotonic() - started
+    async with local(server) as model:
+        started = time.monotonic()
+        run = await Agent(model, orders_box(), limits=Limits(max_seconds=0.4), notes=False).run(
+            "Where?", ALICE
+        )
+        took = time.monotonic() - started
 
     assert run.stop_reason is StopReason.MAX_SECONDS
     assert "time limit (0.4 s)" in run.final_text and "could not be reached" not in run.final_text
@@ -60,8 +62,8 @@ async def test_the_runs_time_limit_is_reported_as_a_time_limit_and_the_request_i
 
 async def test_the_adapters_own_request_timeout_says_so(server: FakeProvider) -> None:
     server.queue(Reply(body=chat_completion("late"), delay=3.0))
-    agent = Agent(local(server, timeout=0.3), orders_box(), notes=False)
-    run = await agent.run("Where is order A1042?", ALICE)
+    async with local(server, timeout=0.3) as model:
+        run = await Agent(model, orders_box(), notes=False).run("Where is order A1042?", ALICE)
     assert run.stop_reason is StopReason.MODEL_ERROR
     assert "did not answer within its request time limit" in run.final_text
 
@@ -78,8 +80,8 @@ async def test_a_text_call_to_an_unknown_tool_is_taught_by_the_gate_and_the_mode
         ),
         chat_completion("Order A1042 has shipped."),
     )
-    agent = Agent(local(server), orders_box(), notes=False)
-    run = await agent.run("Where is order A1042?", ALICE)
+    async with local(server) as model:
+        run = await Agent(model, orders_box(), notes=False).run("Where is order A1042?", ALICE)
 
     results = [m for m in run.messages if isinstance(m, ToolResultMessage)]
     assert [(r.name, r.error_code) for r in results] == [

@@ -219,8 +219,8 @@ async def test_a_run_on_a_constrained_model_ends_with_a_real_answer(provider: Fa
         chat_completion('{"tool": "orders.get_order", "arguments": {"order_id": "A1042"}}'),
         chat_completion('{"answer": "Order A1042 has shipped."}'),
     )
-    agent = Agent(local(provider), box, notes=False)
-    run = await agent.run("Where is A1042?", Principal(user="u", tenant="t"))
+    async with local(provider) as model:
+        run = await Agent(model, box, notes=False).run("Where is A1042?", Principal(user="u", tenant="t"))
     assert run.stop_reason is StopReason.COMPLETED and run.final_text == "Order A1042 has shipped."
     assert provider.requests[1].body["messages"][2]["content"].startswith('{"tool":"orders.get_order"')
 

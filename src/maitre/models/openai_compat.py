@@ -235,15 +235,13 @@ class OpenAICompatibleModel(OpenAIChatModel):
             if not request.tools or exc.status not in (400, 422, 500, 501):
                 raise
             if self.constrained_mode and _SCHEMA_REFUSED.search(str(exc)):
-                _say_once(
-                    f"{self.name} refused the step's JSON schema ({exc}); constrained tool calls are off"
-                )
+                _say(f"{self.name} refused the step's JSON schema ({exc}); constrained tool calls are off")
                 self._schema_refused = True
                 return await self.complete(request)
             refused = _TOOLS_REFUSED.search(str(exc))
             if self.tools_in_prompt != "auto" or self._prompt_mode or self.constrained_mode or not refused:
                 raise
-            _say_once(f"{self.name} takes no native tools ({exc}); describing them in the prompt from now on")
+            _say(f"{self.name} takes no native tools ({exc}); describing them in the prompt from now on")
             self._prompt_mode = True
             return await super().complete(request)
 
@@ -417,14 +415,10 @@ class OpenAICompatibleModel(OpenAIChatModel):
 
 _EXTRA_BODY_FIELDS = frozenset({"guided_json", "format"})
 
-_said: set[str] = set()
 
-
-def _say_once(message: str) -> None:
-    """A mode switch, on stderr once per message (the logger's warning reaches stderr by default)."""
-    if message in _said:
-        return
-    _said.add(message)
+def _say(message: str) -> None:
+    """A mode switch, on stderr (a logger's warning reaches stderr by default). Each switch happens
+    once in a model's life, so each is said once."""
     logger.warning("%s", message)
 
 
