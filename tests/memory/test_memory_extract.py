@@ -138,6 +138,7 @@ def test_rule_extractor_patterns(text: str, expected: list[tuple[str, str, bool]
             [("pet", "dog named Biscuit", False), ("pet", "parrot named Kiwi", False)],
         ),
         ("My doctor is Dr. Otieno.", [("doctor", "Dr. Otieno", False)]),
+        ("I finally got a dog, a retired greyhound called Pip.", [("pet", "dog named Pip", False)]),
     ],
 )
 def test_rule_extractor_reads_corrections_moves_negations_and_skips_what_is_not_the_users(

@@ -367,6 +367,9 @@ _LIST_STOP = frozenset(
 )
 _ANIMALS = r"(dog|puppy|cat|kitten|parrot|budgie|rabbit|bunny|hamster|guinea pig|turtle|tortoise|horse|fish|snake|lizard|ferret)"
 
+#: "a dog, a retired greyhound, called Pip": the breed between the animal and its name.
+_BREED = r"(?:,\s+an?\s+(?:[\w-]+\s+){0,2}[\w-]+,?)?"
+
 #: What makes a clause a hypothetical, a wish, a plan or a question about one: no fact in it.
 _HYPOTHETICAL = re.compile(
     r"\b(?:if|what if|suppose|supposing|imagine|assuming|in case)\s+(?:i|we)\b"
@@ -488,7 +491,7 @@ def _role_at(m: re.Match[str]) -> Found:
 def _pets(m: re.Match[str]) -> Found:
     out: Found = []
     for animal, name in re.findall(
-        r"\ban?\s+" + _ANIMALS + r"\s+(?:named|called)\s+([A-Z][\w'-]*)", m.group(0), re.IGNORECASE
+        r"\ban?\s+" + _ANIMALS + _BREED + r"\s+(?:named|called)\s+([A-Z][\w'-]*)", m.group(0), re.IGNORECASE
     ):
         out.append(("pet", f"{animal.lower()} named {name}", False))
     return out
@@ -660,8 +663,9 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Found]], ...] = (
     (
         re.compile(
             _WE
-            + r"(?:'ve|’ve| have)?\s+(?:got|have|adopted)\s+an?\s+"
+            + r"(?:'ve|’ve| have)?\s+(?:finally\s+|just\s+)?(?:got|have|adopted)\s+an?\s+"
             + _ANIMALS
+            + _BREED
             + r"\s+(?:named|called)\s+[A-Z]"
             r"[^.!?;]*",
             re.IGNORECASE,
