@@ -33,6 +33,7 @@ from .model import Episode, from_micros, normalise_value, to_micros
 from .rows import chunks
 
 __all__ = [
+    "CONTEXT_WEIGHT",
     "EPISODE_COLS",
     "delete_episodes",
     "episode_lexical",
@@ -48,12 +49,21 @@ __all__ = [
     "seqs_between",
 ]
 
-EPISODE_COLS = "seq, id, tenant, user_id, session, speaker, role, source, at, recorded_at, text"
+CONTEXT_WEIGHT = 0.1
+"""Weight of the turn before (an episode's context) against the turn itself in the full-text ranking."""
+
+EPISODE_COLS = "seq, id, tenant, user_id, session, speaker, role, source, at, recorded_at, text, context"
 
 
-def episode_text(speaker: str, text: str) -> str:
-    """The text an episode is embedded and indexed as: `"Maya: I stopped eating meat."`."""
-    return f"{speaker}: {text}" if speaker else text
+def episode_text(text: str, context: str = "") -> str:
+    """An episode's *window*: the turn before it, then the turn (embedded as its second vector).
+
+    The turn alone is indexed and embedded too; the window finds an answer by the question it
+    answers ("Which school is it again?" / "Hollybrook Primary, near the harbour"). The speaker's
+    name is left out of both: in a conversation between two people every other turn has it, so it
+    matched every question that names them ("what does Hana research?") and drowned the turns that
+    answer them."""
+    return f"{context}\n{text}" if context else text
 
 
 def row_episode(row: Sequence[Any]) -> tuple[int, Episode]:
@@ -69,22 +79,30 @@ def row_episode(row: Sequence[Any]) -> tuple[int, Episode]:
         at=from_micros(row[8]),
         recorded_at=from_micros(row[9]),
         text=row[10],
+        context=row[11],
     )
 
 
 def insert_episodes(
-    db: Db, kind: str, episodes: Sequence[Episode], vectors: Sequence[bytes], *, recorded_us: int
+    db: Db,
+    kind: str,
+    episodes: Sequence[Episode],
+    vectors: Sequence[tuple[bytes, bytes]],
+    *,
+    recorded_us: int,
 ) -> list[tuple[int, Episode]]:
-    """Store new episodes (an id already stored for the user is skipped); the (seq, episode) stored."""
+    """Store new episodes with their (turn, window) vectors; an id the user already has is skipped.
+
+    Returns the (seq, episode) stored."""
     stored: list[tuple[int, Episode]] = []
-    for episode, blob in zip(episodes, vectors, strict=True):
+    for episode, (blob, window) in zip(episodes, vectors, strict=True):
         exists = db.execute(
             "SELECT 1 FROM memory_episodes WHERE tenant = ? AND user_id = ? AND id = ?",
             (episode.tenant, episode.user, episode.id),
         )
         if exists:
             continue
-        body = episode_text(episode.speaker, episode.text)
+        body = episode.text
         values = (
             episode.id,
             episode.tenant,
@@ -96,25 +114,30 @@ def insert_episodes(
             to_micros(episode.at),
             recorded_us,
             episode.text,
+            episode.context,
             blob,
+            window,
         )
-        cols = "id, tenant, user_id, session, speaker, role, source, at, recorded_at, text, vec"
+        cols = (
+            "id, tenant, user_id, session, speaker, role, source, at, recorded_at, text, context, vec, wvec"
+        )
         if kind == "postgres":
             rows = db.execute(
-                f"INSERT INTO memory_episodes ({cols}, tsv) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                "to_tsvector('english', ?)) RETURNING seq",
-                (*values, body),
+                f"INSERT INTO memory_episodes ({cols}, tsv) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "setweight(to_tsvector('english', ?), 'A') || setweight(to_tsvector('english', ?), 'C')) "
+                "RETURNING seq",
+                (*values, body, episode.context),
             )
             seq = int(rows[0][0])
         else:
             rows = db.execute(
-                f"INSERT INTO memory_episodes ({cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                f"INSERT INTO memory_episodes ({cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
                 values,
             )
             seq = int(rows[0][0])
             db.execute(
-                "INSERT INTO memory_episodes_fts (rowid, scope, body) VALUES (?, ?, ?)",
-                (seq, scope_token(episode.tenant, episode.user), body),
+                "INSERT INTO memory_episodes_fts (rowid, scope, body, context) VALUES (?, ?, ?, ?)",
+                (seq, scope_token(episode.tenant, episode.user), body, episode.context),
             )
         stored.append((seq, episode))
     return stored
@@ -158,14 +181,15 @@ def episode_lexical(
     when, params = _time_filter(before_us, after_us)
     if kind == "postgres":
         rows = db.execute(
-            "SELECT e.seq, ts_rank_cd(e.tsv, q) AS r FROM memory_episodes e, to_tsquery('english', ?) q "
+            f"SELECT e.seq, ts_rank_cd('{{{CONTEXT_WEIGHT}, {CONTEXT_WEIGHT}, 0.4, 1.0}}', e.tsv, q) AS r "
+            "FROM memory_episodes e, to_tsquery('english', ?) q "
             f"WHERE e.tenant = ? AND e.user_id = ? AND e.tsv @@ q{when} ORDER BY r DESC, e.seq LIMIT ?",
             (" | ".join(words), tenant, user, *params, limit),
         )
         return [(int(r[0]), float(r[1])) for r in rows]
     match = f'scope:"{scope_token(tenant, user)}" AND (' + " OR ".join(f'"{w}"' for w in words) + ")"
     rows = db.execute(
-        "SELECT e.seq, -bm25(memory_episodes_fts, 0.0, 1.0) AS r FROM memory_episodes_fts "
+        f"SELECT e.seq, -bm25(memory_episodes_fts, 0.0, 1.0, {CONTEXT_WEIGHT}) AS r FROM memory_episodes_fts "
         "JOIN memory_episodes e ON e.seq = memory_episodes_fts.rowid "
         f"WHERE memory_episodes_fts MATCH ? AND e.tenant = ? AND e.user_id = ?{when} "
         "ORDER BY r DESC, e.seq LIMIT ?",
@@ -184,9 +208,14 @@ def seqs_between(db: Db, tenant: str, user: str, *, before_us: int | None, after
     return {int(r[0]) for r in rows}
 
 
-def load_episode_vectors(db: Db, tenant: str, user: str) -> tuple[list[int], list[bytes]]:
-    """Every (seq, float32 blob) of the user's episodes."""
-    rows = db.execute("SELECT seq, vec FROM memory_episodes WHERE tenant = ? AND user_id = ?", (tenant, user))
+def load_episode_vectors(
+    db: Db, tenant: str, user: str, *, window: bool = False
+) -> tuple[list[int], list[bytes]]:
+    """Every (seq, float32 blob) of the user's episodes: the turns' vectors, or the windows'."""
+    column = "wvec" if window else "vec"
+    rows = db.execute(
+        f"SELECT seq, {column} FROM memory_episodes WHERE tenant = ? AND user_id = ?", (tenant, user)
+    )
     return [int(r[0]) for r in rows], [bytes(r[1]) for r in rows]
 
 
@@ -264,6 +293,9 @@ def episodes_linked(db: Db, tenant: str, user: str, fact_ids: Sequence[str]) -> 
 
 def episodes_holding(db: Db, tenant: str, user: str, values: Sequence[str]) -> set[int]:
     """Seqs of the user's episodes whose text holds one of `values` as whole words (however spelled).
+
+    The context an episode was indexed with (the turn before it) counts as its text: its index
+    entries hold that copy too, so the episode after a forgotten turn that names the value goes.
 
     Compared on both identities the tombstones use (`normalise_value`, `value_identity`), so a
     zero-width space or a confusable letter in the stored text does not hide the value."""

@@ -249,6 +249,9 @@ class Episode:
     """Where it came from: a channel, an import, a transcript id."""
     recorded_at: datetime | None = None
     """When this store learned it."""
+    context: str = ""
+    """The turn before it in its session, indexed and embedded with it (an answer such as
+    "Hollybrook Primary, near the harbour" is found by the question it answers). Set by the store."""
     fact_ids: list[str] = field(default_factory=list)
     """Ids of the facts extracted from it."""
 

@@ -110,7 +110,9 @@ EPISODE_SCHEMA = [
         at BIGINT NOT NULL,
         recorded_at BIGINT NOT NULL,
         text TEXT NOT NULL,
+        context TEXT NOT NULL,
         vec {BLOB} NOT NULL,
+        wvec {BLOB} NOT NULL,
         UNIQUE (tenant, user_id, id))""",
     "CREATE INDEX IF NOT EXISTS memory_episodes_at ON memory_episodes (tenant, user_id, at)",
     """CREATE TABLE IF NOT EXISTS memory_episode_facts (
@@ -129,7 +131,7 @@ EPISODE_SCHEMA = [
         PRIMARY KEY (tenant, user_id, version))""",
 ]
 _EPISODE_SQLITE = [
-    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_episodes_fts USING fts5(scope, body, tokenize='porter unicode61')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_episodes_fts USING fts5(scope, body, context, tokenize='porter unicode61')",
 ]
 _EPISODE_POSTGRES = [
     "ALTER TABLE memory_episodes ADD COLUMN IF NOT EXISTS tsv tsvector",

@@ -262,7 +262,14 @@ class PostgresBackend:
             ).fetchone()
             if pinned is not None and int(pinned[0]) > 0:
                 return False
-            for table in ("memory_facts", "memory_index", "memory_summaries", "memory_summary_sources"):
+            for table in (
+                "memory_facts",
+                "memory_index",
+                "memory_summaries",
+                "memory_summary_sources",
+                "memory_episodes",
+                "memory_episode_facts",
+            ):
                 conn.execute(f'VACUUM (ANALYZE) "{self.schema}".{table}')
             return True
 

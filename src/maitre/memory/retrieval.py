@@ -181,8 +181,8 @@ SNAPSHOT_MIN_ROWS = 2048
 
 def _vectors_by_seq(db: Db, backend_kind: str, kind: str, seqs: list[int]) -> list[tuple[int, bytes]]:
     """The stored float32 blobs of some rows: facts' in the vector index, episodes' in their table."""
-    if kind == "e":
-        table, column = "memory_episodes", "vec"
+    if kind in ("e", "w"):
+        table, column = "memory_episodes", "vec" if kind == "e" else "wvec"
     elif backend_kind == "postgres":
         table, column = "memory_index", "emb"
     else:
@@ -215,7 +215,8 @@ def dense_search(
     load_all: Callable[[], tuple[list[int], list[bytes]]],
     allowed: set[int] | None = None,
 ) -> list[tuple[int, float]]:
-    """Top (seq, cosine) of one scope's vectors (`kind` `f` facts or `e` episodes), exactly, in numpy.
+    """Top (seq, cosine) of one scope's vectors, exactly, in numpy: `kind` `f` facts, `e` episodes'
+    turns, `w` episodes' windows (the turn before and the turn).
 
     The scope's matrix comes from, in order of preference: this process's cache at `version`; the
     cache (or the memory-mapped snapshot file) at an older version brought up to date from the
@@ -237,7 +238,7 @@ def dense_search(
             "AND version > ? AND version <= ?",
             (tenant, user, cached, version),
         )
-        delta = parse_log(log_rows, cached, version, kind)
+        delta = parse_log(log_rows, cached, version, "e" if kind == "w" else kind)
         if delta is not None:
             added, removed = delta
             changed_rows = _vectors_by_seq(db, backend_kind, kind, added)
@@ -289,5 +290,6 @@ def _save_snapshot(
         "SELECT version, added, removed FROM memory_vector_log WHERE tenant = ? AND user_id = ? AND version > ?",
         (tenant, user, version),
     )
-    gone = [int(t[1:]) for r in later for t in str(r[2]).split() if t[0] == kind]
+    token = "e" if kind == "w" else kind
+    gone = [int(t[1:]) for r in later for t in str(r[2]).split() if t[0] == token]
     snapshots.zero(scope, gone)

@@ -10,9 +10,17 @@ rankings by rank, never by score (the scores of different rankers are not compar
 (equal weights, k = 60) lost to its own lexical ranker on conversational text (issue 16): with
 k = 60 the first and the tenth place of a ranker differ by 13 %, so one ranker's strong agreement
 with the query counts little against the other's noise. `Fusion`'s defaults were chosen on the
-development split of our own evaluation set (`benchmarks/data/memory/dev.jsonl`, grid search in
-`benchmarks/memory_bench.py`), and are reported on the held-out split beside the lexical and the
-dense ranker alone.
+development split of our own evaluation set (`benchmarks/data/memory/dev.jsonl`, by
+`maitre.memory.evaluation.choose_fusion` and `choose_abstention`; `benchmarks/memory_bench.py
+--tune` reruns the search), and are reported on the held-out split beside the lexical and the dense
+ranker alone. On that conversational text the words of a question are rarely the words of its
+answer ("what instrument does Hana play?" / "I've started learning the cello"), so the lexical
+ranker is weak and gets a small weight (0.1 against 0.5 + 0.4 for the embeddings): with k = 5 its
+first places still lift a turn that says the very word asked about.
+
+Episodes have a second embedding ranker: each episode is also embedded with the turn before it
+(its *window*), which finds an answer by its question ("Which school is it again?" / "Hollybrook
+Primary, near the harbour"); the turn's own vector keeps the turn itself first.
 
 *Abstention.* A question the memory cannot answer ("what is my blood type?") must get nothing, not
 the five least unrelated turns. Before fusing, the query is judged answerable only if the best
@@ -30,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,17 +57,19 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 class Fusion:
     """Weights of the rank fusion and thresholds of abstention (see the module's docstring)."""
 
-    lexical: float = 0.55
+    lexical: float = 0.1
     """Weight of the full-text rankers."""
-    dense: float = 0.45
-    """Weight of the embedding rankers."""
+    dense: float = 0.5
+    """Weight of the embedding rankers (one vector per turn, per fact)."""
+    window: float = 0.4
+    """Weight of the episodes' window ranker (embedding of the turn before and the turn)."""
     k: float = 5.0
     """RRF's rank offset: small values let the first places of a ranker count more."""
     facts: float = 1.0
     """Multiplier of the fact rankers against the episode rankers."""
-    min_cosine: float = 0.4
+    min_cosine: float = 0.3
     """Abstain unless some candidate is at least this similar to the query..."""
-    min_coverage: float = 0.75
+    min_coverage: float = 0.5
     """... or some lexical candidate holds this share of the query's content words."""
     candidates: int = CANDIDATES
     """How many candidates each ranker hands to fusion."""
@@ -73,6 +83,8 @@ class Candidates:
     """Seqs from the full-text ranker."""
     dense: list[tuple[int, float]]
     """(seq, cosine) from the embedding ranker."""
+    window: list[tuple[int, float]] = field(default_factory=list)
+    """(seq, cosine) from the embedding ranker over windows (episodes: the turn before and the turn)."""
     texts: dict[int, str]
     """The indexed text of the lexical candidates (for the coverage test)."""
 
@@ -91,7 +103,7 @@ def coverage(terms: Sequence[str], text: str) -> float:
 
 def answerable(terms: Sequence[str], sources: Sequence[Candidates], fusion: Fusion) -> bool:
     """Whether the evidence is strong enough to answer at all (abstention when not)."""
-    best_cos = max((sim for c in sources for _, sim in c.dense[:1]), default=-1.0)
+    best_cos = max((sim for c in sources for _, sim in [*c.dense[:1], *c.window[:1]]), default=-1.0)
     if best_cos >= fusion.min_cosine:
         return True
     best_cov = max(
@@ -110,14 +122,19 @@ def fuse_weighted(
     scores: dict[tuple[str, int], list[float | None]] = {}
     lexical: set[tuple[str, int]] = set()
     for kind, cands, weight in sources:
-        for rank, seq in enumerate(cands.lexical):
+        # A ranker weighted 0 contributes nothing, not even its candidates (so the ablations are pure).
+        for rank, seq in enumerate(cands.lexical if weight * fusion.lexical > 0 else []):
             item = scores.setdefault((kind, seq), [0.0, None])
             item[0] = float(item[0] or 0.0) + weight * fusion.lexical / (fusion.k + rank + 1)
             lexical.add((kind, seq))
-        for rank, (seq, sim) in enumerate(cands.dense):
+        for rank, (seq, sim) in enumerate(cands.dense if weight * fusion.dense > 0 else []):
             item = scores.setdefault((kind, seq), [0.0, None])
             item[0] = float(item[0] or 0.0) + weight * fusion.dense / (fusion.k + rank + 1)
             item[1] = sim
+        for rank, (seq, sim) in enumerate(cands.window if weight * fusion.window > 0 else []):
+            item = scores.setdefault((kind, seq), [0.0, None])
+            item[0] = float(item[0] or 0.0) + weight * fusion.window / (fusion.k + rank + 1)
+            item[1] = max(sim, item[1]) if item[1] is not None else sim
     ranked = sorted(
         scores.items(), key=lambda kv: (-float(kv[1][0] or 0.0), -(kv[1][1] or -1.0), kv[0][0], kv[0][1])
     )

@@ -37,6 +37,7 @@ refused with a `UserError` at every door.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import threading
@@ -522,21 +523,29 @@ class MemoryStore:
         if not episodes:
             return []
         self._check_embedder()
-        matrix = self.embedder.embed([episode_text(e.speaker, e.text) for e in episodes])
-        blobs = [encode_vector(v) for v in matrix]
+        self._add_context(episodes)
+        n = len(episodes)
+        matrix = self.embedder.embed(
+            [e.text for e in episodes] + [episode_text(e.text, e.context) for e in episodes]
+        )
+        blobs = [(encode_vector(matrix[i]), encode_vector(matrix[n + i])) for i in range(n)]
         with self.backend.write([f"{tenant}\x1f{user}"]) as db:
             stored = insert_episodes(db, self.backend.kind, episodes, blobs, recorded_us=to_micros(now))
             if stored:
                 version = bump_version(db, tenant, user, added=[f"e{seq}" for seq, _ in stored])
         if stored:
             index = {e.id: i for i, e in enumerate(episodes)}
-            self._cache.apply(
-                self._episode_scope(tenant, user),
-                version - 1,
-                version,
-                [(seq, matrix[index[e.id]]) for seq, e in stored],
-                [],
-            )
+            for scope, offset in (
+                (self._episode_scope(tenant, user), 0),
+                (self._window_scope(tenant, user), n),
+            ):
+                self._cache.apply(
+                    scope,
+                    version - 1,
+                    version,
+                    [(seq, matrix[offset + index[e.id]]) for seq, e in stored],
+                    [],
+                )
         return [e for _, e in stored]
 
     def episodes(
@@ -600,9 +609,30 @@ class MemoryStore:
             self._after_forget(tenant, user)
         return report
 
+    def _add_context(self, episodes: list[Episode]) -> None:
+        """Give each episode the text of the turn before it in its session (this batch or stored)."""
+        last: dict[str, str] = {}
+        for episode in sorted(episodes, key=lambda e: e.at):
+            session = episode.session
+            if session and session not in last:
+                with self.backend.read() as db:
+                    rows = db.execute(
+                        "SELECT text FROM memory_episodes WHERE tenant = ? AND user_id = ? AND session = ? "
+                        "AND at <= ? ORDER BY at DESC, seq DESC LIMIT 1",
+                        (episode.tenant, episode.user, session, to_micros(episode.at)),
+                    )
+                last[session] = rows[0][0] if rows else ""
+            episode.context = last.get(session, "") if session else ""
+            if session:
+                last[session] = episode.text
+
     @staticmethod
     def _episode_scope(tenant: str, user: str) -> str:
         return scope_token(tenant, user) + "\x1fepisodes"
+
+    @staticmethod
+    def _window_scope(tenant: str, user: str) -> str:
+        return scope_token(tenant, user) + "\x1fwindows"
 
     def _time_range(
         self,
@@ -798,34 +828,43 @@ class MemoryStore:
                     before_us=before_us,
                     after_us=after_us,
                 )
-                dense: list[tuple[int, float]] = []
+                dense: dict[str, list[tuple[int, float]]] = {"e": [], "w": []}
                 if qvec.any():
                     allowed = (
                         seqs_between(db, tenant, user, before_us=before_us, after_us=after_us)
                         if timed
                         else None
                     )
-                    dense = dense_search(
-                        db,
-                        self._cache,
-                        self._snapshots,
-                        kind="e",
-                        backend_kind=self.backend.kind,
-                        tenant=tenant,
-                        user=user,
-                        scope=self._episode_scope(tenant, user),
-                        version=version,
-                        dim=self.embedder_dim,
-                        query=qvec,
-                        limit=fusion.candidates,
-                        load_all=lambda: load_episode_vectors(db, tenant, user),
-                        allowed=allowed,
-                    )
+                    for kind, scope in (
+                        ("e", self._episode_scope(tenant, user)),
+                        ("w", self._window_scope(tenant, user)),
+                    ):
+                        if kind == "w" and fusion.window <= 0:
+                            continue
+                        dense[kind] = dense_search(
+                            db,
+                            self._cache,
+                            self._snapshots,
+                            kind=kind,
+                            backend_kind=self.backend.kind,
+                            tenant=tenant,
+                            user=user,
+                            scope=scope,
+                            version=version,
+                            dim=self.embedder_dim,
+                            query=qvec,
+                            limit=fusion.candidates,
+                            load_all=functools.partial(
+                                load_episode_vectors, db, tenant, user, window=kind == "w"
+                            ),
+                            allowed=allowed,
+                        )
                 top_lex = episodes_by_seq(db, [seq for seq, _ in lex[:10]])
-                texts = {seq: episode_text(e.speaker, e.text) for seq, e in top_lex.items()}
-                sources.append(
-                    ("episode", Candidates(lexical=[s for s, _ in lex], dense=dense, texts=texts), 1.0)
+                texts = {seq: e.text for seq, e in top_lex.items()}
+                cands = Candidates(
+                    lexical=[s for s, _ in lex], dense=dense["e"], window=dense["w"], texts=texts
                 )
+                sources.append(("episode", cands, 1.0))
             if facts:
                 moment = self._fact_moment(valid_at, as_of, before)
                 if moment is not None or after is not None:
@@ -1073,6 +1112,7 @@ class MemoryStore:
         """After a deletion committed: drop cached vectors, zero them in the snapshots, erase bytes."""
         self._cache.invalidate(scope_token(tenant, user))
         self._cache.invalidate(self._episode_scope(tenant, user))
+        self._cache.invalidate(self._window_scope(tenant, user))
         self._text_vectors.clear()
         if self._snapshots is not None:
             with self.backend.read() as db:
