@@ -92,3 +92,35 @@ async def test_forget_needs_approval_and_then_blocks_resaving(setup) -> None:  #
     assert store.history("asha", "city", tenant="acme") == []
     again = await call(gate, ASHA, "memory.save_memory", key="city", value="Pune")
     assert again.is_error and again.error.code == "INVALID_STATE" and "forget" in again.content
+
+
+def test_the_memory_tools_declare_their_data_personal(setup) -> None:  # type: ignore[no-untyped-def]
+    _, gate = setup
+    assert all(tool.personal for tool in gate.toolbox), "the gate must seal what they carry"
+
+
+@pytest.mark.anyio
+async def test_forget_shreds_the_gates_copies_of_that_user_only(clock, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from maitre.audit import verify_store
+    from maitre.gate.personal import FORGOTTEN_TEXT
+    from maitre.storage import SQLiteStores
+
+    store = MemoryStore.sqlite(":memory:", embedder=HashingEmbedder(), clock=clock)
+    stores = SQLiteStores(tmp_path / "gate.db")
+    matrix = dict(DEFAULT_RISK_MATRIX)
+    matrix[(Effect.DESTRUCTIVE, Risk.LOW)] = Action.ALLOW
+    gate = Gate(memory_toolbox(store), stores=stores, policy=DefaultPolicy(matrix=matrix))
+    await call(gate, ASHA, "memory.save_memory", key="city", value="Pune")
+    await call(gate, RAVI, "memory.save_memory", key="city", value="Chennai")
+    first = await call(gate, ASHA, "memory.forget_memory", key="city", value="Pune")
+    assert not first.is_error
+    assert await stores.subject_keys.key("acme", "asha", create=False) is None  # the key is gone
+    assert await stores.subject_keys.key("acme", "ravi", create=False) is not None
+    # The same forget again (same arguments, within the dedupe window): its own stored result was
+    # sealed under the key it erased, so the replay says forgotten - it never names the value.
+    replay = await call(gate, ASHA, "memory.forget_memory", key="city", value="Pune")
+    assert replay.replayed and replay.content.startswith(FORGOTTEN_TEXT) and "Pune" not in replay.content
+    entries = await stores.audit.entries()
+    assert entries and all("Pune" not in str(e.to_dict()) for e in entries)
+    assert (await verify_store(stores.audit)).ok
+    await stores.close()
