@@ -23,12 +23,21 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from maitre.storage.engine.base import Engine, Migration, Schema
 from maitre.storage.engine.sqlite import SQLiteEngine
+from maitre.storage.subject_keys import (
+    GATE_SECRET_ENV,
+    GATE_SECRET_FILE_ENV,
+    SQLSubjectKeys,
+    SubjectKeys,
+    is_sealed,
+    master_secret,
+)
 
 __all__ = [
     "MemoryTaskStore",
     "PostgresTaskStore",
     "SQLTaskStore",
     "SQLiteTaskStore",
+    "FORGOTTEN_RESULT",
     "TASKS_EXTENSION",
     "TASKS_SCHEMA",
     "TERMINAL",
@@ -216,10 +225,17 @@ def _from_row(row: tuple[Any, ...]) -> TaskRecord:
 
 
 class SQLTaskStore:
-    """`TaskStore` over an engine (the engine must have migrated `TASKS_SCHEMA`, or will on first use)."""
+    """`TaskStore` over an engine (the engine must have migrated `TASKS_SCHEMA`, or will on first use).
 
-    def __init__(self, engine: Engine) -> None:
+    With `subject_keys`, a task's `result`, `error` and `input_requests` - a tool's output, personal
+    data as often as not - are stored sealed under the task owner's key (`maitre.storage.subject_keys`)
+    and opened by `get` while it lives; once a forget erased it they read as a result that says
+    so (`FORGOTTEN_RESULT`), never the old value.
+    """
+
+    def __init__(self, engine: Engine, subject_keys: SubjectKeys | None = None) -> None:
         self._engine = engine
+        self.subject_keys = subject_keys
 
     @property
     def engine(self) -> Engine:
@@ -228,17 +244,46 @@ class SQLTaskStore:
 
     async def create(self, task: TaskRecord) -> None:
         row = asdict(task)
+        if self.subject_keys is not None and any(row[name] is not None for name in _JSON_FIELDS):
+            row.update(await self._seal(task.tenant, task.user, task.task_id, row))
         await self._engine.execute(_INSERT, tuple(_to_column(name, row[name]) for name in _FIELDS))
 
     async def get(self, task_id: str) -> TaskRecord | None:
         row = await self._engine.fetchone(_SELECT, (task_id,))
-        return None if row is None else _from_row(row)
+        if row is None:
+            return None
+        task = _from_row(row)
+        if self.subject_keys is not None and any(is_sealed(getattr(task, n)) for n in _JSON_FIELDS):
+            key = await self.subject_keys.key(task.tenant, task.user, create=False)
+            for name in _JSON_FIELDS:
+                value = getattr(task, name)
+                if is_sealed(value):
+                    opened = None if key is None else key.open(value, f"task.{name}:{task_id}")
+                    setattr(task, name, _forgotten(name) if opened is None else json.loads(opened))
+        return task
+
+    async def _seal(self, tenant: str, user: str, task_id: str, values: dict[str, Any]) -> dict[str, Any]:
+        assert self.subject_keys is not None
+        key = await self.subject_keys.key(tenant, user)
+        assert key is not None  # created when missing
+        return {
+            name: key.seal(json.dumps(values[name]), f"task.{name}:{task_id}")
+            for name in _JSON_FIELDS
+            if values.get(name) is not None
+        }
 
     async def update(self, task_id: str, **changes: Any) -> None:
         changes = {"updated_at": time.time(), **changes}
         unknown = set(changes) - set(_FIELDS) | ({"task_id"} & set(changes))
         if unknown:
             raise ValueError(f"unknown task fields {sorted(unknown)}")
+        if self.subject_keys is not None and any(changes.get(name) is not None for name in _JSON_FIELDS):
+            owner = await self._engine.fetchone(
+                "SELECT tenant, user_id FROM {s}.maitre_mcp_tasks WHERE task_id = ?", (task_id,)
+            )
+            if owner is None:
+                return  # no such task: the UPDATE would change nothing either
+            changes.update(await self._seal(str(owner[0]), str(owner[1]), task_id, changes))
         assignments = ", ".join(f"{_COLUMN[name]} = ?" for name in changes)
         params = (*(_to_column(name, value) for name, value in changes.items()), task_id)
         await self._engine.execute(
@@ -256,7 +301,7 @@ class SQLiteTaskStore(SQLTaskStore):
     The file may be the gate's own (`maitre.db`) or a separate one; it is created or migrated here.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, secret: bytes | str | None = None) -> None:
         engine = SQLiteEngine(path)
         try:
             engine.migrate_now(TASKS_SCHEMA)
@@ -265,7 +310,9 @@ class SQLiteTaskStore(SQLTaskStore):
             raise
         self.path = engine.path
         """The database file."""
-        super().__init__(engine)
+        # Results are sealed under their owner's key (the master secret: `secret`, the environment,
+        # or the key file beside the database, made on first use).
+        super().__init__(engine, SQLSubjectKeys(engine, master_secret(secret, database=engine.path)))
 
 
 class PostgresTaskStore(SQLTaskStore):
@@ -275,14 +322,19 @@ class PostgresTaskStore(SQLTaskStore):
     opens and the table is migrated on first use, in the serving loop.
     """
 
-    def __init__(self, dsn: str, *, schema: str = "maitre", pool_size: int = 4) -> None:
+    def __init__(
+        self, dsn: str, *, schema: str = "maitre", pool_size: int = 4, secret: bytes | str | None = None
+    ) -> None:
         from maitre.storage.engine.postgres import PostgresEngine
 
         engine = PostgresEngine(dsn, schema=schema, pool_size=pool_size)
         engine.require(TASKS_SCHEMA)
         self.schema = schema
         """The Postgres schema holding `maitre_mcp_tasks`."""
-        super().__init__(engine)
+        # Sealed when a master secret is configured (`secret`, `$MAITRE_GATE_SECRET`, memory's);
+        # a server database never gets a generated one, and tasks kept working without it before.
+        keys = SQLSubjectKeys(engine, master_secret(secret)) if _configured(secret) else None
+        super().__init__(engine, keys)
 
 
 def open_task_store(url: str) -> SQLTaskStore:
@@ -301,3 +353,36 @@ def open_task_store(url: str) -> SQLTaskStore:
             f"unknown task store URL {url!r}: use a file path, sqlite:///path.db or postgresql://..."
         )
     return SQLiteTaskStore(url)
+
+
+FORGOTTEN_RESULT: dict[str, Any] = {
+    "content": [
+        {
+            "type": "text",
+            "text": "[forgotten: this task's result held personal data that the user has since asked "
+            "to forget, so it is no longer kept.]",
+        }
+    ],
+    "isError": False,
+}
+"""What a sealed task result reads as once its owner's key is erased."""
+
+
+def _forgotten(name: str) -> dict[str, Any]:
+    if name == "result":
+        return json.loads(json.dumps(FORGOTTEN_RESULT))  # type: ignore[no-any-return]
+    if name == "error":
+        return {"code": -32603, "message": "This task's error detail was forgotten at the user's request."}
+    return {}
+
+
+def _configured(secret: bytes | str | None) -> bool:
+    return secret is not None or any(
+        os.environ.get(name)
+        for name in (
+            GATE_SECRET_ENV,
+            GATE_SECRET_FILE_ENV,
+            "MAITRE_MEMORY_SECRET",
+            "MAITRE_MEMORY_SECRET_FILE",
+        )
+    )
