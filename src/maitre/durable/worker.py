@@ -83,7 +83,7 @@ def _ensure_database(url: str) -> None:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
             try:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-            except psycopg.errors.DuplicateDatabase:
+            except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
                 pass  # another worker created it first
 
 
