@@ -19,6 +19,7 @@ is printed. Usage: `python benchmarks/durable_bench.py [--quick] [--no-postgres]
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import sys
@@ -43,6 +44,7 @@ def _row(name: str, samples: list[float]) -> str:
 
 async def _backend(label: str, stores_url: str, system_db: str, rounds: int) -> dict[str, float]:
     from dbos import DBOS, SetWorkflowID
+    from dbos._dbos import _get_dbos_instance
 
     from maitre import Principal, Toolbox
     from maitre.context import RunContext
@@ -79,6 +81,8 @@ async def _backend(label: str, stores_url: str, system_db: str, rounds: int) -> 
         "gate call inside a DBOS step": [],
         "bare DBOS step": [],
         "maitre's record/restore": [],
+        "a thread hop (asyncio.to_thread, no-op)": [],
+        "DBOS's step bookkeeping, called inline": [],
     }
 
     async with await open_stores(stores_url) as stores:
@@ -100,6 +104,8 @@ async def _backend(label: str, stores_url: str, system_db: str, rounds: int) -> 
         async def workflow(tag: str) -> str:
             run = RunContext(run_id=f"wf-{tag}", principal=alice)
             plain_run = RunContext(run_id=f"plain-{tag}", principal=alice)
+            sys_db = _get_dbos_instance()._sys_db
+            workflow_id = DBOS.workflow_id
             for i in range(rounds):
                 call = ToolCall(id=f"c{i}", name="bench.note", arguments={"n": i})
 
@@ -122,6 +128,26 @@ async def _backend(label: str, stores_url: str, system_db: str, rounds: int) -> 
                     "gate call inside a DBOS step", lambda again=again: durable_gate.call(again, alice, run)
                 )
                 await timed("bare DBOS step", lambda: DBOS.run_step_async({"name": "bench.nothing"}, nothing))
+                await timed("a thread hop (asyncio.to_thread, no-op)", lambda: asyncio.to_thread(int))
+                step = 1_000_000 + i
+
+                async def bookkeeping(step: int = step) -> None:
+                    # What a step does around its function: look for a recorded output, record one.
+                    sys_db.check_operation_execution(workflow_id, step, "bench.inline")
+                    sys_db.record_operation_result(
+                        {
+                            "workflow_uuid": workflow_id,
+                            "function_id": step,
+                            "function_name": "bench.inline",
+                            "output": "ok",
+                            "error": None,
+                            "serialization": None,
+                            "started_at_epoch_ms": int(time.time() * 1000),
+                            "child_workflow_id": None,
+                        }
+                    )
+
+                await timed("DBOS's step bookkeeping, called inline", bookkeeping)
             result = await gate.call(ToolCall(id="x", name="bench.note", arguments={"n": -1}), alice, run)
             for _ in range(rounds):
 
