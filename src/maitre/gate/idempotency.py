@@ -19,6 +19,11 @@ see `hashing`), minted once per call. A key minted before the version change (`i
 still honoured: when the new key is not found and the store may hold old records, the old key is
 looked up, and a call that has one continues under it (replay, wait or reconcile).
 
+A personal tool's key is `idkp_` + an HMAC of that key under the stores' master-derived index key,
+its fingerprint keyed the same way, and its stored result sealed under the user's subject key
+(`maitre.gate.personal`): after a forget the record still replays - nothing runs twice - but as a
+result that says the value was forgotten.
+
 The intent is recorded before the side effect (`begin`), with its owner (this process, see
 `owners`) and a lease as long as the call can possibly run. Then:
 

@@ -39,21 +39,27 @@ from .base import CallContext
 
 __all__ = [
     "FORGOTTEN_TEXT",
+    "PERSONAL_HANDLE_PREFIX",
     "forgotten_result",
     "keyed_call_hash",
     "keyed_fingerprint",
     "keyed_idempotency_key",
+    "keys",
+    "open_page",
     "open_stored",
     "prepare",
+    "reads_personal_page",
+    "seal_pages",
     "seal_stored",
+    "stores_keys",
     "subject_key",
 ]
 
 logger = logging.getLogger("maitre.gate")
 
 _KEY = "maitre.personal.key"
-RESULT = "idempotency.result"
-PAGE = "handle.page"
+_RESULT = "idempotency.result"
+_PAGE = "handle.page"
 
 FORGOTTEN_TEXT = (
     "[forgotten: this call's result held personal data that the user has since asked to forget, so "
@@ -123,7 +129,7 @@ def keyed_call_hash(gate_stores: Any, plain_hash: str) -> str:
 async def seal_stored(ctx: CallContext, stored: dict[str, Any]) -> str:
     """The idempotency record's result text for a personal call: sealed under the subject's key."""
     key = await subject_key(ctx)
-    return compact_json({"sealed": key.seal(compact_json(stored), RESULT)})
+    return compact_json({"sealed": key.seal(compact_json(stored), _RESULT)})
 
 
 def forgotten_result() -> dict[str, Any]:
@@ -144,7 +150,7 @@ async def open_stored(ctx: CallContext, text: str) -> dict[str, Any]:
         if key is None:
             return forgotten_result()
         ctx.extra[_KEY] = key
-    opened = key.open(sealed, RESULT)
+    opened = key.open(sealed, _RESULT)
     if opened is None:
         return forgotten_result()
     result: dict[str, Any] = json.loads(opened)
@@ -167,7 +173,7 @@ def reads_personal_page(ctx: CallContext) -> bool:
 async def seal_pages(ctx: CallContext, pages: list[str]) -> list[str]:
     """A personal result's handle pages, each sealed under the subject's key."""
     key = await subject_key(ctx)
-    return [key.seal(page, PAGE) for page in pages]
+    return [key.seal(page, _PAGE) for page in pages]
 
 
 async def open_page(subject_keys: SubjectKeys, tenant: str, user: str, page: str) -> str:
@@ -175,5 +181,5 @@ async def open_page(subject_keys: SubjectKeys, tenant: str, user: str, page: str
     if not is_sealed(page):
         return page
     key = await subject_keys.key(tenant, user, create=False)
-    opened = key.open(page, PAGE) if key is not None else None
+    opened = key.open(page, _PAGE) if key is not None else None
     return FORGOTTEN_TEXT if opened is None else opened

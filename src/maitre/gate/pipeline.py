@@ -99,7 +99,8 @@ class Gate:
         budgets: per-run, per-tool, per-class limits and rate limits.
         limits: guard rails (argument size, invalid-call budget, loop limits, backoff).
         audit: record every call in `stores.audit` (default: when `stores` is given).
-        audit_arguments: "digest" (default) or "redacted" arguments in the audit log.
+        audit_arguments: "digest" (default) or "redacted" arguments in the audit log (a personal
+            tool's are keyed digests or sealed under the user's key in either mode).
         approval_ttl_s: how long an approval request stays decidable and usable.
         stages: the ordered stages; defaults to `DEFAULT_STAGES`.
         recorders: extra callables run after every call with the context and the result.

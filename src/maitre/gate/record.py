@@ -3,7 +3,11 @@
 Arguments and results are stored as digests by default, so the audit log proves what happened
 without becoming a second copy of customer data (the argument digest is sha256 of the call's RFC
 8785 text, the one its call hash and idempotency key are taken over); `audit_arguments="redacted"`
-stores the arguments, as RFC 8785 text, with secret-looking fields masked instead.
+stores the arguments, as RFC 8785 text, with secret-looking fields masked instead. A personal
+tool's call (`Tool.personal`, and a `read_result` of its `res_p_` handle) is recorded with its
+arguments and result digest keyed under the user's subject key, or in redacted mode its arguments
+sealed under it (`maitre.gate.personal`), so a forget leaves nothing readable and the chain still
+verifies.
 
 When the idempotency and audit stores live in one database (`SQLiteStores`, `PostgresStores`), a
 write's result is stored by the same transaction that appends its audit entry

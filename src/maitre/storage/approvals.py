@@ -44,7 +44,7 @@ from maitre.storage.base import (
 from maitre.storage.engine.base import Engine, Tx
 from maitre.storage.subject_keys import SubjectKey, SubjectKeys, is_sealed
 
-__all__ = ["SQLApprovalStore"]
+__all__ = ["FORGOTTEN_ARGUMENTS", "SEALED_ARGUMENTS", "SQLApprovalStore"]
 
 _SELECT = select_sql("approvals", APPROVAL_COLUMNS)
 _INSERT = insert_sql("approvals", APPROVAL_COLUMNS) + " ON CONFLICT (id) DO NOTHING"

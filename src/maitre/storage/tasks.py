@@ -33,11 +33,11 @@ from maitre.storage.subject_keys import (
 )
 
 __all__ = [
+    "FORGOTTEN_RESULT",
     "MemoryTaskStore",
     "PostgresTaskStore",
     "SQLTaskStore",
     "SQLiteTaskStore",
-    "FORGOTTEN_RESULT",
     "TASKS_EXTENSION",
     "TASKS_SCHEMA",
     "TERMINAL",
