@@ -188,7 +188,16 @@ def wrap_stores(seams: Seams, stores: Any) -> None:
 
 # -- experiments: changes to files this harness does not own, applied by monkeypatching -------------
 
-EXPERIMENTS = ("jwt_cache", "httptools", "uvloop", "pg_pipeline", "lean_client", "one_write", "sdk_calls")
+EXPERIMENTS = (
+    "jwt_cache",
+    "httptools",
+    "uvloop",
+    "pg_pipeline",
+    "lean_client",
+    "one_write",
+    "sdk_calls",
+    "json_response",
+)
 """What `--variants` can turn on (joined with `+`; `base` is none of them):
 
 Since `maitre.mcp.direct_call` and `maitre.mcp.remembered_tokens`, the gateway posts 2026-07-28 calls
@@ -212,6 +221,9 @@ nothing; `sdk_calls` measures the direct path against the SDK session's.
   writes each h11 event as it comes, so the upstream wakes up twice per request and parses the
   head alone first). Experiment only: it buffers the whole body (the MCP client's bodies are
   small JSON); the change belongs in httpcore2 or in the transport `egress.py` builds.
+- `json_response`: every answer plain JSON (`http_app(json_response=True)`), to measure what the
+  SDK's SSE-capable modern path (a task group, a memory stream, a disconnect watcher and a 15 s
+  keep-alive timer per request) costs when a call emits nothing.
 - `pg_pipeline`: the audit append on Postgres in psycopg's pipeline mode, as before commit cc1bc75
   (to compare with the plain transaction it uses now).
 - `uvloop`: the event loop is uvloop's (a dependency). Both need `--extra-path` holding them
@@ -235,6 +247,18 @@ def apply_experiments(chosen: set[str]) -> list[Callable[[], None]]:
     undo.append(lambda: setattr(uvicorn.Config, "__init__", original_init))
     if "one_write" in chosen:
         undo.append(_one_write())
+    if "json_response" in chosen:
+        from maitre.mcp import transports
+
+        original_http_app = transports.http_app
+
+        @functools.wraps(original_http_app)
+        def json_http_app(*args: Any, **kwargs: Any) -> Any:
+            kwargs["json_response"] = True
+            return original_http_app(*args, **kwargs)
+
+        transports.http_app = json_http_app
+        undo.append(lambda: setattr(transports, "http_app", original_http_app))
     if "lean_client" in chosen:
         undo.append(_lean_client())
     if "sdk_calls" in chosen:

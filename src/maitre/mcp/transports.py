@@ -60,6 +60,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .auth import BearerVerifier, SdkTokenVerifier
+from .quiet_calls import QuietModernCalls
 from .remembered_tokens import remembered
 from .scope_check import ScopeChallenge, declared_scopes
 from .server import GovernedServer
@@ -238,7 +239,8 @@ def http_app(
         stateless=stateless_legacy,
         security_settings=_CHECKED_BY_GUARD,
     )
-    asgi: Any = StreamableHTTPASGIApp(manager)
+    # A 2026-07-28 request that can emit nothing skips the SDK's per-request stream (quiet_calls).
+    asgi: Any = QuietModernCalls(StreamableHTTPASGIApp(manager), manager)
     health = server.app.health if path != HEALTH_PATH else None
     exempt = frozenset({HEALTH_PATH}) if health is not None else frozenset()
     middleware = [Middleware(_HostOriginGuard, settings=security, exempt=exempt)]
