@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import psycopg
 import pytest
 
@@ -290,6 +291,16 @@ async def test_a_forgotten_value_leaves_no_readable_copy(world: World) -> None:
 
     report = await verify_store(w.stores.audit)
     assert report.ok, report.reason
+    if w.kind == "sqlite":  # what an operator runs: `maitre audit verify`
+        from typer.testing import CliRunner
+
+        from maitre.cli import app
+
+        db = str(w.files[0])
+        verified = await anyio.to_thread.run_sync(
+            lambda: CliRunner().invoke(app, ["audit", "verify", "--db", db])
+        )
+        assert verified.exit_code == 0 and "intact" in verified.output, verified.output
     # The other user of the tenant keeps everything.
     ravi_again = await _call(w.gate, RAVI, "notes.keep_note", run_id="run-1", text=f"note {ravi_city}")
     assert ravi_again.replayed and ravi_city in ravi_again.content
