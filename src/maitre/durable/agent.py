@@ -26,6 +26,7 @@ durable run, in the order the model proposed them, so the replay meets them in t
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import logging
@@ -69,6 +70,41 @@ __all__ = [
 logger = logging.getLogger("maitre.durable")
 
 _AGENTS: dict[str, DurableAgent] = {}
+
+_PRINCIPAL: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
+    "maitre_durable_principal", default=None
+)
+"""Who the workflow running in this task acts for (the model proxy is not told)."""
+
+_PURPOSE = "maitre.durable.step"
+
+
+class Sealer:
+    """Seals what a step records under the run's subject key when the agent has personal tools
+    (`Tool.personal`), so forgetting a user (`Stores.erase_subject`) reaches DBOS's records too:
+    a step recorded for an erased user no longer opens, and its workflow cannot replay it."""
+
+    def __init__(self, stores: Any) -> None:
+        self.keys = getattr(stores, "subject_keys", None)
+
+    async def seal(self, principal: Principal | None, text: str) -> str:
+        if self.keys is None or principal is None:
+            return text
+        key = await self.keys.key(principal.tenant, principal.user)
+        sealed: str = key.seal(text, _PURPOSE)
+        return sealed
+
+    async def open(self, principal: Principal | None, text: str) -> str:
+        if self.keys is None or principal is None:
+            return text
+        key = await self.keys.key(principal.tenant, principal.user, create=False)
+        plain = None if key is None else key.open(text, _PURPOSE)
+        if plain is None:
+            raise UserError(
+                "a recorded step of this run belongs to a user who was forgotten (their key was "
+                "erased): the run cannot be replayed"
+            )
+        return str(plain)
 
 
 def get_agent(name: str) -> DurableAgent:
@@ -137,9 +173,10 @@ def _in_workflow() -> bool:
 class DurableModel:
     """A model whose `complete` is a DBOS step inside a workflow (plain pass-through outside)."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, sealer: Sealer | None = None) -> None:
         self.inner = model
         self.name = model.name
+        self.sealer = sealer
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -148,22 +185,27 @@ class DurableModel:
         if not _in_workflow():
             return await self.inner.complete(request)
         text = await DBOS.run_step_async({"name": "maitre.model.complete"}, self._step, request)
+        if self.sealer is not None:
+            text = await self.sealer.open(_PRINCIPAL.get(), text)
         return decode_model(text)
 
     async def _step(self, request: ModelRequest) -> str:
         try:
             response = await self.inner.complete(request)
         except ModelError as exc:
-            return encode_model_error(exc)
-        return encode_model(response)
+            text = encode_model_error(exc)
+        else:
+            text = encode_model(response)
+        return await self.sealer.seal(_PRINCIPAL.get(), text) if self.sealer is not None else text
 
 
 class DurableGate:
     """A gate whose `call` is a DBOS step inside a workflow, recording the result and the run's gate
     state after it; everything else is the wrapped gate's."""
 
-    def __init__(self, gate: Gate) -> None:
+    def __init__(self, gate: Gate, sealer: Sealer | None = None) -> None:
         self.inner = gate
+        self.sealer = sealer
         self._locks: dict[int, tuple[anyio.Lock, int]] = {}
 
     def __getattr__(self, name: str) -> Any:
@@ -194,6 +236,8 @@ class DurableGate:
                 del self._locks[key]
             else:
                 self._locks[key] = (lock, users - 1)
+        if self.sealer is not None:
+            text = await self.sealer.open(principal, text)
         result, recorded = decode_result(text)
         if recorded is not None:
             apply_context(run, recorded)
@@ -221,15 +265,17 @@ class DurableGate:
         approval_id: str | None,
     ) -> str:
         result = await self.inner.call(call, principal, run, options, approval_id=approval_id)
-        return encode_result(result, run)
+        text = encode_result(result, run)
+        return await self.sealer.seal(principal, text) if self.sealer is not None else text
 
 
 class RecordedRuns:
     """A run store whose `load` is a DBOS step inside a workflow: a resumed run starts from the state
     it had when the workflow began, however often the loop saved since."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, sealer: Sealer | None = None) -> None:
         self.inner = inner
+        self.sealer = sealer
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -239,21 +285,24 @@ class RecordedRuns:
             loaded: RunState | None = await self.inner.load(run_id, tenant=tenant)
             return loaded
         text = await DBOS.run_step_async({"name": "maitre.runs.load"}, self._step, run_id, tenant)
+        if self.sealer is not None:
+            text = await self.sealer.open(_PRINCIPAL.get(), text)
         data = json.loads(text)
         return None if data is None else RunState(data["status"], data["state_json"])
 
     async def _step(self, run_id: str, tenant: str | None) -> str:
         saved = await self.inner.load(run_id, tenant=tenant)
-        return json.dumps(None if saved is None else {"status": saved.status, "state_json": saved.state_json})
+        text = json.dumps(None if saved is None else {"status": saved.status, "state_json": saved.state_json})
+        return await self.sealer.seal(_PRINCIPAL.get(), text) if self.sealer is not None else text
 
 
-def _with_recorded_runs(stores: Any) -> Any:
+def _with_recorded_runs(stores: Any, sealer: Sealer | None) -> Any:
     if isinstance(stores.runs, RecordedRuns):
         return stores
     import copy
 
     view = copy.copy(stores)  # the same stores, but the agent's run loads are recorded
-    view.runs = RecordedRuns(stores.runs)
+    view.runs = RecordedRuns(stores.runs, sealer)
     return view
 
 
@@ -276,11 +325,14 @@ class DurableAgent:
             raise UserError(f"a durable agent named {name!r} is already registered in this process")
         self.agent = agent
         self.name = name
+        personal = any(getattr(tool, "personal", False) for tool in agent.gate.toolbox)
+        self.sealer = Sealer(agent.gate.stores) if personal else None
+        """Set when the agent has personal tools: what its steps record is sealed per subject."""
         if not isinstance(agent.model, DurableModel):
-            agent.model = cast(Model, DurableModel(agent.model))
+            agent.model = cast(Model, DurableModel(agent.model, self.sealer))
         if not isinstance(agent.gate, DurableGate):
-            agent.gate = cast(Gate, DurableGate(agent.gate))
-        agent.stores = _with_recorded_runs(agent.stores)
+            agent.gate = cast(Gate, DurableGate(agent.gate, self.sealer))
+        agent.stores = _with_recorded_runs(agent.stores, self.sealer)
         _AGENTS[name] = self
 
     @property
@@ -313,11 +365,10 @@ class DurableAgent:
             else list(goal_or_messages)
         )
         run_id = run_id or new_run_id()
+        given = await self._seal(principal, json.dumps([m.to_dict() for m in messages], default=str))
         with SetWorkflowID(run_id):
-            text = await _run_workflow(
-                self.name, run_id, [m.to_dict() for m in messages], principal.to_dict()
-            )
-        return Run.from_json(text)
+            text = await _run_workflow(self.name, run_id, given, principal.to_dict())
+        return Run.from_json(await self._open(principal, text))
 
     async def resume(
         self,
@@ -352,7 +403,7 @@ class DurableAgent:
             text = await _resume_workflow(
                 self.name, run_id, principal.to_dict() if principal else None, encoded
             )
-        return Run.from_json(text)
+        return Run.from_json(await self._open(run.principal, text))
 
     async def continue_abandoned(self, run_id: str, *, principal: Principal | None = None) -> Run:
         """A durable run left `running` is continued by DBOS's recovery, not by asking the model again:
@@ -374,21 +425,36 @@ class DurableAgent:
 
     # -- inside the workflows ----------------------------------------------------------------------
 
-    async def _run_body(self, run_id: str, messages: list[dict[str, Any]], principal: dict[str, Any]) -> str:
+    async def _seal(self, principal: Principal | None, text: str) -> str:
+        return await self.sealer.seal(principal, text) if self.sealer is not None else text
+
+    async def _open(self, principal: Principal | None, text: str) -> str:
+        return await self.sealer.open(principal, text) if self.sealer is not None else text
+
+    async def _run_body(self, run_id: str, messages: str, principal: dict[str, Any]) -> str:
         who = Principal.from_dict(principal)
+        _PRINCIPAL.set(who)
+        given = json.loads(await self._open(who, messages))
         try:
-            run = await self.agent.run([message_from_dict(m) for m in messages], who, run_id=run_id)
+            run = await self.agent.run([message_from_dict(m) for m in given], who, run_id=run_id)
         except BaseException as exc:
             stop = _needs_human_in(exc)
             if stop is None:
                 raise
-            return await self._stop_for_human(run_id, who, stop)
-        return run.to_json()
+            return await self._seal(who, await self._stop_for_human(run_id, who, stop))
+        return await self._seal(who, run.to_json())
 
     async def _resume_body(
         self, run_id: str, principal: dict[str, Any] | None, decisions: dict[str, dict[str, Any]]
     ) -> str:
         who = Principal.from_dict(principal) if principal else None
+        if who is None:
+            saved = await self._runs().load(run_id)
+            if saved is not None:
+                from ..agent import Run
+
+                who = Run.from_json(saved.state_json).principal
+        _PRINCIPAL.set(who)
         if decisions:
             await DBOS.run_step_async({"name": "maitre.approvals.decide"}, self._decide, decisions)
         try:
@@ -397,15 +463,9 @@ class DurableAgent:
             stop = _needs_human_in(exc)
             if stop is None:
                 raise
-            saved = await self.agent.stores.runs.load(run_id)
-            owner = who
-            if owner is None and saved is not None:
-                from ..agent import Run
-
-                owner = Run.from_json(saved.state_json).principal
-            assert owner is not None
-            return await self._stop_for_human(run_id, owner, stop)
-        return run.to_json()
+            assert who is not None  # the run was loaded, so its principal is known
+            return await self._seal(who, await self._stop_for_human(run_id, who, stop))
+        return await self._seal(run.principal, run.to_json())
 
     async def _decide(self, decisions: dict[str, dict[str, Any]]) -> str:
         approvals = self.agent.gate.approvals
@@ -424,9 +484,12 @@ class DurableAgent:
         return "ok"
 
     async def _stop_for_human(self, run_id: str, principal: Principal, stop: NeedsHuman) -> str:
-        text: str = await DBOS.run_step_async(
+        await DBOS.run_step_async(
             {"name": "maitre.runs.needs_human"}, self._save_needs_human, run_id, principal, stop.info
         )
+        saved = await self._runs().load(run_id, tenant=principal.tenant)
+        assert saved is not None
+        text: str = saved.state_json
         return text
 
     async def _save_needs_human(self, run_id: str, principal: Principal, info: NeedsHumanInfo) -> str:
@@ -452,13 +515,11 @@ class DurableAgent:
             run_id, tenant=principal.tenant, status=str(run.status), state_json=run.to_json(), now=time.time()
         )
         logger.warning("run %s needs a person: %s", run_id, info.message)
-        return run.to_json()
+        return "saved"
 
 
 @DBOS.workflow(name="maitre.durable.run")
-async def _run_workflow(
-    agent_name: str, run_id: str, messages: list[dict[str, Any]], principal: dict[str, Any]
-) -> str:
+async def _run_workflow(agent_name: str, run_id: str, messages: str, principal: dict[str, Any]) -> str:
     return await get_agent(agent_name)._run_body(run_id, messages, principal)
 
 
