@@ -309,10 +309,11 @@ def episodes_holding(db: Db, tenant: str, user: str, values: Sequence[str]) -> s
         return set()
     out: set[int] = set()
     rows = db.execute(
-        "SELECT seq, text FROM memory_episodes WHERE tenant = ? AND user_id = ?", (tenant, user)
+        "SELECT seq, text, context FROM memory_episodes WHERE tenant = ? AND user_id = ?", (tenant, user)
     )
-    for seq, text in rows:
-        forms = (normalise_value(text), value_identity(text))
+    for seq, text, context in rows:
+        body = episode_text(text, context)
+        forms = (normalise_value(body), value_identity(body))
         if any(p.search(form) for p in patterns for form in forms):
             out.add(int(seq))
     return out

@@ -25,7 +25,7 @@ Primary, near the harbour"); the turn's own vector keeps the turn itself first.
 *Abstention.* A question the memory cannot answer ("what is my blood type?") must get nothing, not
 the five least unrelated turns. Before fusing, the query is judged answerable only if the best
 dense candidate's cosine reaches `Fusion.min_cosine`, or the best lexical candidate holds at least
-`Fusion.min_coverage` of the query's content words (prefix-matched, so "moved" finds "moving").
+`Fusion.min_coverage` of the query's content words (crudely stemmed, so "moved" finds "moving").
 Both thresholds were chosen on the development split too.
 
 *Time.* `before` / `after` keep the episodes said in that range and the facts that became true in
@@ -89,16 +89,25 @@ class Candidates:
     """The indexed text of the lexical candidates (for the coverage test)."""
 
 
+_SUFFIXES = ("ing", "ed", "es", "s", "e")
+
+
 def _stem(word: str) -> str:
-    return word[:5] if len(word) > 5 else word
+    """A crude stem for the coverage test: one common suffix off, then at most five letters
+    ("moved", "moving", "move" -> "mov"; "types", "type" -> "typ")."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    return word[:5]
 
 
 def coverage(terms: Sequence[str], text: str) -> float:
-    """Share of `terms` found in `text` (words compared on their first five letters)."""
+    """Share of `terms` found in `text` (words compared by `_stem`)."""
     if not terms:
         return 0.0
     words = {_stem(w) for w in _WORD.findall(text.lower())}
-    return sum(1 for t in terms if _stem(t) in words) / len(terms)
+    return sum(1 for t in terms if _stem(t.lower()) in words) / len(terms)
 
 
 def answerable(terms: Sequence[str], sources: Sequence[Candidates], fusion: Fusion) -> bool:
