@@ -159,7 +159,8 @@ class Agent:
         limits: the brakes (every default finite).
         system: the system prompt.
         context: the short-term memory manager (token budget for the conversation).
-        notes: give the run `write_notes` / `read_notes` (working memory; default True).
+        notes: give the run `write_notes` / `read_notes` (working memory). Off unless asked for
+            (`notes=True`): two more tools in front of every model, and a small one wanders into them.
         on_event: called with each event as it happens (the demo prints them).
         gate: use this gate (its toolbox, policy, stores and budgets) instead of building one. The
             arguments that only build a gate (`tools`, `core_tools`, `search_index`, `notes`,
@@ -243,7 +244,7 @@ class Agent:
                 meta = search_tools_toolbox(index, log=self.reveals)
                 box.include(meta)
                 core.extend(meta.names())
-            if notes is None or notes:
+            if notes:
                 notes_box = notes_toolbox()
                 box.include(notes_box)
                 if core is not None:
@@ -541,12 +542,14 @@ class Agent:
             return StopReason.MAX_STEPS
         if run.elapsed_s >= limits.max_seconds:
             return StopReason.MAX_SECONDS
-        upcoming = self._upcoming_input(run)
+        estimate = self._upcoming_input(run)
+        run.context.extra["_input_estimate"] = estimate
+        upcoming = int(estimate * _undercount(run))
         if run.usage.input_tokens + upcoming > limits.max_input_tokens:
             return StopReason.MAX_INPUT_TOKENS
         if run.usage.output_tokens >= limits.max_output_tokens:
             return StopReason.MAX_OUTPUT_TOKENS
-        if run.usage.total_tokens + upcoming > limits.max_total_tokens:
+        if run.usage.total_tokens + upcoming + _expected_output(run) > limits.max_total_tokens:
             return StopReason.MAX_TOTAL_TOKENS
         if run.cost_usd >= limits.max_cost_usd:
             return StopReason.MAX_COST
@@ -614,6 +617,7 @@ class Agent:
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
             stop_reason=response.stop_reason,
+            estimated_input_tokens=run.context.extra.get("_input_estimate"),
         )
         return response
 
@@ -777,6 +781,25 @@ class Agent:
                 self.on_event(event)
             except Exception:
                 logger.exception("on_event callback failed")
+
+
+def _undercount(run: Run) -> float:
+    """How much the provider's count of the last call's input exceeded maitre's estimate of it (at
+    least 1): the brakes scale the next estimate by it, so a budget is not overrun because the
+    provider counts tokens its own way."""
+    for event in reversed(run.events):
+        if event.get("type") == "model_call":
+            reported = int(event.get("input_tokens") or 0)
+            estimated = int(event.get("estimated_input_tokens") or 0)
+            return max(1.0, reported / estimated) if estimated > 0 and reported > 0 else 1.0
+    return 1.0
+
+
+def _expected_output(run: Run) -> int:
+    """What the next model call will likely write: the most any call of this run wrote so far."""
+    return max(
+        (int(e.get("output_tokens") or 0) for e in run.events if e.get("type") == "model_call"), default=0
+    )
 
 
 @dataclass(frozen=True)

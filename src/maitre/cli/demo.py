@@ -21,12 +21,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
-from ..demo import run_story, scripted_model
+from ..config import load_settings
+from ..demo import demo_limits, run_story, scripted_model
 from ..exceptions import UserError
+from ..models.spec import ModelOptions, build_model, parse_model_spec
 from ..stores import open_stores
 from .errors import CommandError, quiet_broken_pipe
 
-__all__ = ["API_KEYS", "demo_command", "model_from_spec"]
+__all__ = ["API_KEYS", "configured_model_options", "demo_command", "model_from_spec"]
 
 API_KEYS = {
     "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
@@ -44,8 +46,16 @@ def _needs_key(kind: str) -> None:
         )
 
 
-def model_from_spec(spec: str | None) -> Any:
-    """`scripted`, `anthropic[:MODEL]`, `openai[:MODEL]`, `openai-compatible:URL[#MODEL]`; None picks from env."""
+def model_from_spec(spec: str | None, options: ModelOptions | None = None) -> Any:
+    """The model a `--model` string names (see `maitre.models.spec`); None picks from the
+    configuration's `[model] spec`, then the environment (a provider key), else the scripted model.
+
+    `options` are the command line's; the `[model]` section of the configuration file fills what
+    they leave unset, and options written in the string itself win over both.
+    """
+    configured = configured_model_options()
+    if spec is None:
+        spec = _configured_spec()
     if spec is None:
         if os.environ.get("ANTHROPIC_API_KEY"):
             spec = "anthropic"
@@ -53,35 +63,31 @@ def model_from_spec(spec: str | None) -> Any:
             spec = "openai"
         else:
             spec = "scripted"
-    kind, _, rest = spec.partition(":")
-    if kind == "scripted":
+    parsed = parse_model_spec(spec)
+    if parsed.kind == "scripted":
         return scripted_model()
-    if kind == "anthropic":
-        _needs_key(kind)
-        from ..models.anthropic import AnthropicModel
+    _needs_key(parsed.kind)
+    return build_model(parsed, configured.merged(options or ModelOptions()))
 
-        return AnthropicModel(rest) if rest else AnthropicModel()
-    if kind == "openai":
-        _needs_key(kind)
-        from ..models.openai import OpenAIChatModel
 
-        return OpenAIChatModel(rest or "gpt-4.1-mini")
-    if kind == "openai-compatible":
-        from ..models.openai_compat import OpenAICompatibleModel
+def configured_model_options() -> ModelOptions:
+    """The `[model]` section of the configuration file as `ModelOptions` (all unset without a file)."""
+    section = load_settings().config.model
+    values = section.model_dump(exclude={"spec"})
+    return ModelOptions(**values)
 
-        url, _, model = rest.partition("#")
-        if not url:
-            raise UserError("use --model openai-compatible:http://127.0.0.1:11434/v1#MODEL")
-        return OpenAICompatibleModel(url, model or "local")
-    raise UserError(
-        f"unknown model {spec!r}: use scripted, anthropic[:MODEL], openai[:MODEL] or openai-compatible:URL"
-    )
+
+def _configured_spec() -> str | None:
+    return load_settings().config.model.spec
 
 
 def demo_command(
     as_json: bool = typer.Option(False, "--json", help="Print the run as JSON Lines, one event per line"),
     model: str | None = typer.Option(
-        None, "--model", help="scripted | anthropic[:M] | openai[:M] | openai-compatible:URL[#M]"
+        None,
+        "--model",
+        help="scripted | anthropic[:M] | openai[:M] | openai-compatible:URL[#M][?OPTIONS] (default: [model] "
+        "spec in the configuration, else a provider key in the environment, else scripted)",
     ),
     db: str | None = typer.Option(None, "--db", help="Keep the store here instead of a temporary folder"),
     keep: Path | None = typer.Option(
@@ -89,6 +95,29 @@ def demo_command(
         "--keep",
         help="Keep the store in this folder (DIR/maitre.db) and leave one refund waiting for the console",
         file_okay=False,
+    ),
+    temperature: float | None = typer.Option(None, "--temperature", min=0, help="Sampling temperature"),
+    seed: int | None = typer.Option(None, "--seed", help="Sampling seed, for runs that repeat"),
+    max_output_tokens: int | None = typer.Option(
+        None,
+        "--max-output-tokens",
+        min=1,
+        help="Output tokens per model call (default: 512 local, 4096 hosted)",
+    ),
+    request_timeout: float | None = typer.Option(
+        None, "--request-timeout", min=0.1, help="Seconds one model request may take"
+    ),
+    run_seconds: float | None = typer.Option(
+        None, "--run-seconds", min=0.1, help="Time limit per chapter (default: 900 local, 120 hosted)"
+    ),
+    tools_in_prompt: str | None = typer.Option(
+        None, "--tools-in-prompt", help="auto | on | off: describe the tools in the prompt (local servers)"
+    ),
+    constrained: bool | None = typer.Option(
+        None,
+        "--constrained/--no-constrained",
+        help="Constrained tool calls: the step's JSON schema enforced while the model writes (local "
+        "servers; on by default there)",
     ),
 ) -> None:
     """Tell the seeds' story through the real agent loop, gate and store."""
@@ -112,11 +141,39 @@ def demo_command(
         except BrokenPipeError:
             closed.append(True)
 
-    chosen = model_from_spec(model)
+    try:
+        flags = ModelOptions.from_mapping(
+            {
+                key: value
+                for key, value in {
+                    "temperature": temperature,
+                    "seed": seed,
+                    "max_output_tokens": max_output_tokens,
+                    "request_timeout_s": request_timeout,
+                    "run_seconds": run_seconds,
+                    "tools_in_prompt": tools_in_prompt,
+                    "constrained": constrained,
+                }.items()
+                if value is not None
+            },
+            where="maitre demo",
+        )
+        chosen = model_from_spec(model, flags)
+        options = configured_model_options().merged(flags)
+        if model is not None:
+            options = options.merged(parse_model_spec(model).options)
+    except UserError as exc:
+        raise CommandError(str(exc), code=2) from None
+    limits = demo_limits(chosen, options)
 
     async def main(path: str) -> dict[str, Any]:
-        async with await open_stores(path) as stores:
-            return await run_story(chosen, stores, emit, leave_waiting=keep is not None)
+        try:
+            async with await open_stores(path) as stores:
+                return await run_story(chosen, stores, emit, leave_waiting=keep is not None, limits=limits)
+        finally:
+            close = getattr(chosen, "aclose", None)
+            if close is not None:  # the adapter's HTTP client, closed in the loop that used it
+                await close()
 
     try:
         if db:

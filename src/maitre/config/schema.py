@@ -36,6 +36,12 @@ port = 8000
 [tracing]
 otlp = "http://127.0.0.1:4318"
 
+[model]                                  # maitre demo / eval / agentdojo without --model
+spec = "openai-compatible:http://127.0.0.1:8080/v1#qwen2.5-coder"
+temperature = 0
+seed = 7
+max_output_tokens = 512
+
 [console]                                # `maitre console`: who may sign in, how sessions are signed
 oidc_issuer = "https://id.example.com/"  # sign in with OIDC (authorization code + PKCE)
 oidc_client_id = "maitre-console"
@@ -82,6 +88,7 @@ __all__ = [
     "JWT_ALGORITHMS",
     "MaitreConfig",
     "McpConfig",
+    "ModelConfig",
     "PolicyConfig",
     "RateLimitConfig",
     "ServeConfig",
@@ -349,6 +356,28 @@ class TracingConfig(_Section):
 
     otlp: str | None = None
     """An OTLP/HTTP endpoint, e.g. `http://127.0.0.1:4318`."""
+
+
+class ModelConfig(_Section):
+    """[model]: the model `maitre demo`, `maitre eval` and `maitre agentdojo` use when `--model` is
+    not given, and how it runs. The command line's flags, and options in the `--model` string
+    itself (`#MODEL?temperature=0&seed=7`), win over these."""
+
+    spec: str | None = None
+    """A `--model` string, e.g. `openai-compatible:http://127.0.0.1:8080/v1#qwen2.5-coder`."""
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    seed: int | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """A cap on each model call's output tokens."""
+    request_timeout_s: float | None = Field(default=None, gt=0)
+    """Seconds one model request may take."""
+    run_seconds: float | None = Field(default=None, gt=0)
+    """The time limit of one run (a demo chapter); unset, the command scales it to the model."""
+    tools_in_prompt: bool | Literal["auto"] | None = None
+    constrained: bool | None = None
+    """Constrained tool calls (local servers only); unset: on for local servers, off for hosted ones."""
+    schema_dialect: Literal["llama.cpp", "json_schema", "vllm", "ollama"] | None = None
+    parallel_calls: bool | None = None
 
 
 def _issuer_url(value: str) -> str:
@@ -639,6 +668,7 @@ class MaitreConfig(_Section):
     mcp: McpConfig = Field(default_factory=McpConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
 
     @field_validator("stores", mode="before")
     @classmethod

@@ -2,11 +2,14 @@
 
 from .story import (
     CHAPTERS,
+    HOSTED_LIMITS,
+    LOCAL_LIMITS,
     WAITING,
     DemoWorld,
     build_toolbox,
     console_agent,
     demo_agent,
+    demo_limits,
     run_story,
     scripted_model,
 )
@@ -14,10 +17,13 @@ from .story import (
 __all__ = [
     "CHAPTERS",
     "DemoWorld",
+    "HOSTED_LIMITS",
+    "LOCAL_LIMITS",
     "WAITING",
     "build_toolbox",
     "console_agent",
     "demo_agent",
+    "demo_limits",
     "run_story",
     "scripted_model",
 ]

@@ -358,16 +358,47 @@ WAITING = Chapter(
 """The chapter `maitre demo --keep DIR` adds: its refund stays paused until a person decides it."""
 
 
+HOSTED_LIMITS = Limits(max_steps=8, max_seconds=120)
+"""A chapter's brakes on a hosted model (or the scripted one): two minutes, 4,096 tokens a call."""
+
+LOCAL_LIMITS = Limits(max_steps=8, max_seconds=900, max_output_tokens_per_call=512)
+"""A chapter's brakes on a local model: a small model on a CPU writes a few tokens a second, so a
+chapter gets 15 minutes, and a call 512 tokens (a tool call or a short answer; more is a model
+that rambles, which on a CPU costs minutes)."""
+
+
+def demo_limits(model: Model, options: Any = None) -> Limits:
+    """The chapter limits for `model`, scaled to where it runs, with `options` (a
+    `maitre.models.spec.ModelOptions`) overriding the time limit and the output tokens per call."""
+    local = bool(getattr(model, "base_url", None)) or str(getattr(model, "name", "")).startswith(
+        ("openai-compatible:", "local:", "ollama:")
+    )
+    base = LOCAL_LIMITS if local else HOSTED_LIMITS
+    seconds = getattr(options, "run_seconds", None)
+    tokens = getattr(options, "max_output_tokens", None)
+    return Limits(
+        max_steps=base.max_steps,
+        max_seconds=seconds if seconds is not None else base.max_seconds,
+        max_output_tokens_per_call=tokens if tokens is not None else base.max_output_tokens_per_call,
+    )
+
+
 def demo_agent(
-    model: Model, stores: Stores, world: DemoWorld, on_event: Callable[[dict[str, Any]], None] | None = None
+    model: Model,
+    stores: Stores,
+    world: DemoWorld,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    limits: Limits | None = None,
 ) -> Agent:
-    """The demo's agent: its tools acting on `world`, its system prompt and limits, over `stores`."""
+    """The demo's agent: its tools acting on `world`, its system prompt and limits (`demo_limits`
+    by default), over `stores`."""
     return Agent(
         model,
         build_toolbox(world),
         stores=stores,
         system=SYSTEM,
-        limits=Limits(max_steps=8, max_seconds=120),
+        limits=limits or demo_limits(model),
         on_event=on_event,
         name="maitre-demo",
     )
@@ -380,19 +411,24 @@ def console_agent(stores: Stores) -> Agent:
 
 
 async def run_story(
-    model: Model, stores: Stores, emit: Callable[[dict[str, Any]], None], *, leave_waiting: bool = False
+    model: Model,
+    stores: Stores,
+    emit: Callable[[dict[str, Any]], None],
+    *,
+    leave_waiting: bool = False,
+    limits: Limits | None = None,
 ) -> dict[str, Any]:
     """Tell the story; every event goes to `emit`. Returns what happened in the world.
 
     With `leave_waiting`, a last refund (`WAITING`) pauses for approval and is left paused, so a
-    person can decide it in the console."""
+    person can decide it in the console. `limits` are each chapter's (default `demo_limits`)."""
     world = DemoWorld()
     chapter_key = {"value": ""}
 
     def on_event(event: dict[str, Any]) -> None:
         emit({**event, "chapter": chapter_key["value"], **_rule_of(model, event)})
 
-    agent = demo_agent(model, stores, world, on_event)
+    agent = demo_agent(model, stores, world, on_event, limits=limits)
     runs: dict[str, Run] = {}
     for chapter in [*CHAPTERS, *([WAITING] if leave_waiting else [])]:
         chapter_key["value"] = chapter.key
