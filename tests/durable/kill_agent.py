@@ -100,7 +100,8 @@ class KillGate(Gate):
 
 
 class TripModel:
-    """find_flight -> book_flight -> charge_card -> [upgrade_seat] -> answer (by what the goal asks)."""
+    """find_flight -> book_flight -> charge_card -> [upgrade_seat] -> answer (by what the goal asks);
+    with "together" in the goal, find_flight and book_flight come in one step."""
 
     name = "scripted-trip"
 
@@ -124,6 +125,11 @@ class TripModel:
         if "upgrade" in goal:
             plan.append(("trip.upgrade_seat", {"flight": FLIGHT["flight"]}))
         usage = Usage(input_tokens=10, output_tokens=5)
+        if "together" in goal and step == 0:  # two calls in one step: the gate runs them in order
+            calls = [
+                ToolCall(id=f"call_{i}", name=name, arguments=args) for i, (name, args) in enumerate(plan[:2])
+            ]
+            return ModelResponse(tool_calls=calls, usage=usage, stop_reason="tool_use", model="scripted")
         if step < len(plan):
             name, arguments = plan[step]
             return ModelResponse(

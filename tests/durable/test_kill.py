@@ -103,18 +103,20 @@ def model_calls(tmp: Path, goal: str) -> int:
     return sum(1 for line in lines if line.split(" ", 2)[2] == goal)
 
 
-async def _outcomes(db: str, run_ids: list[str]) -> tuple[dict[str, Run], bool]:
+async def _outcomes(db: str, run_ids: list[str], saved_only: bool) -> tuple[dict[str, Run], bool]:
     async with await open_stores(db) as stores:
         runs: dict[str, Run] = {}
         for run_id in run_ids:
             saved = await stores.runs.load(run_id)
-            assert saved is not None, run_id
-            runs[run_id] = Run.from_json(saved.state_json)
+            assert saved is not None or saved_only, run_id
+            if saved is not None:
+                runs[run_id] = Run.from_json(saved.state_json)
         return runs, (await verify_store(stores.audit)).ok
 
 
-def outcomes(db: str, run_ids: list[str]) -> tuple[dict[str, Run], bool]:
-    return anyio.run(_outcomes, db, run_ids)
+def outcomes(db: str, run_ids: list[str], *, saved_only: bool = False) -> tuple[dict[str, Run], bool]:
+    """The runs as saved, and whether the audit chain verifies (`saved_only`: skip unsaved runs)."""
+    return anyio.run(_outcomes, db, run_ids, saved_only)
 
 
 def approve(db: str, approval_id: str) -> None:
@@ -159,6 +161,7 @@ RECOVERS = {
     "before": ("book and charge #2", "before:book_flight", 0),  # in the tool, before its effect
     "inside": ("book and charge #3", "inside:book_flight", 0),  # after its effect: reconcile finds it
     "after": ("book and charge #4", "after:book_flight", 0),  # gate done, step not yet recorded
+    "together": ("book and charge together #6", "inside:book_flight", 0),  # 2nd of two calls in a step
 }
 
 
@@ -176,9 +179,9 @@ def test_sqlite_kills_at_each_point_recover_with_each_effect_once(tmp_path: Path
     jobs.append(("approved", "book and upgrade #approved", None, "e7"))  # paused; its resume is killed
     _side_by_side(jobs, tmp_path, db, system_db)
 
-    left, _ = outcomes(db, [job[0] for job in jobs])
+    left, _ = outcomes(db, [job[0] for job in jobs], saved_only=True)
     assert {run_id: str(run.status) for run_id, run in left.items()} == {
-        **{run_id: "running" for run_id in RECOVERS},
+        **{run_id: "running" for run_id in RECOVERS if run_id != "together"},  # killed in its 1st step
         "person": "running",
         "paused": "paused",
         "approved": "paused",
