@@ -891,6 +891,7 @@ class DeterministicEmbedder:
 def eval_sets(tune: bool) -> tuple[list[tuple[str, str, Any]], Any]:
     """Recall@5 of lexical, dense, embeddings and fused on dev and held-out, and abstention."""
     from maitre.memory.evaluation import (
+        choose_abstention,
         choose_fusion,
         ingest,
         load_conversations,
@@ -910,6 +911,7 @@ def eval_sets(tune: bool) -> tuple[list[tuple[str, str, Any]], Any]:
     if tune:
         log("choosing the fusion weights on dev (grid search)...")
         fusion, _ = choose_fusion(store, sets["dev"], base=fusion, tenant="dev")
+        fusion, _ = choose_abstention(store, sets["dev"], fusion, tenant="dev")
     rows = []
     for name, convs in sets.items():
         for label, fu, abstain in (
