@@ -43,17 +43,29 @@ from .runtime import (
     shutdown,
     system_database_for,
 )
+from .saga import (
+    FLAG_FOR_HUMAN,
+    RETRY_THEN_COMPENSATE,
+    Saga,
+    SagaFailed,
+    SagaOutcome,
+    SagaStep,
+    StepPolicy,
+    compensates,
+    compensation_of,
+)
+from .worker import DurableWorker, ExecutorLease, executor, executor_leases
 
 __all__ = [
     "APPLICATION_VERSION",
-    "FLAG_FOR_HUMAN",
-    "RETRY_THEN_COMPENSATE",
     "DurableAgent",
     "DurableGate",
     "DurableModel",
     "DurableWorker",
     "ExecutorLease",
+    "FLAG_FOR_HUMAN",
     "NeedsHuman",
+    "RETRY_THEN_COMPENSATE",
     "Saga",
     "SagaFailed",
     "SagaOutcome",

@@ -62,6 +62,9 @@ __all__ = [
     "DurableGate",
     "DurableModel",
     "NeedsHuman",
+    "NeedsHumanInfo",
+    "RecordedRuns",
+    "Sealer",
     "durable_run",
     "get_agent",
     "in_doubt",
@@ -139,6 +142,8 @@ def in_doubt(result: ToolResult, approval_id: str | None = None) -> bool:
 
 @dataclass(frozen=True)
 class NeedsHumanInfo:
+    """The call a run stopped at because its outcome is in doubt."""
+
     tool: str
     call_id: str
     message: str

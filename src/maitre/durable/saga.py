@@ -48,6 +48,7 @@ from .agent import DurableGate, in_doubt
 
 __all__ = [
     "FLAG_FOR_HUMAN",
+    "RESULT_PARAMETER",
     "RETRY_THEN_COMPENSATE",
     "Saga",
     "SagaFailed",

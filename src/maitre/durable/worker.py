@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..agent import Agent, Run
     from .agent import DurableAgent
 
-__all__ = ["DurableWorker", "ExecutorLease", "executor", "executor_leases"]
+__all__ = ["DurableWorker", "ExecutorLease", "executor", "executor_leases", "recover_dead"]
 
 logger = logging.getLogger("maitre.durable.worker")
 
