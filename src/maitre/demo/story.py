@@ -52,6 +52,8 @@ __all__ = [
     "City",
     "DemoWorld",
     "EVENTS",
+    "HOSTED_LIMITS",
+    "LOCAL_LIMITS",
     "MANAGER",
     "ORDERS",
     "OrderId",
@@ -61,6 +63,7 @@ __all__ = [
     "build_toolbox",
     "console_agent",
     "demo_agent",
+    "demo_limits",
     "run_story",
     "scripted_model",
 ]

@@ -31,7 +31,7 @@ from .base import ModelError
 from .constrained import SchemaDialect
 from .openai_compat import OpenAICompatibleModel
 
-__all__ = ["SHIPPED_GGUF_PACKAGES", "SHIPPED_GGUF_SHA256", "LlamaCppModel", "find_gguf", "shipped_gguf"]
+__all__ = ["LlamaCppModel", "SHIPPED_GGUF_PACKAGES", "SHIPPED_GGUF_SHA256", "find_gguf", "shipped_gguf"]
 
 T = TypeVar("T")
 
