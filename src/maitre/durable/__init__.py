@@ -54,7 +54,7 @@ from .saga import (
     compensates,
     compensation_of,
 )
-from .worker import DurableWorker, ExecutorLease, executor, executor_leases
+from .worker import DurableWorker, ExecutorLease, executor, executor_leases, run_worker
 
 __all__ = [
     "APPLICATION_VERSION",
@@ -82,6 +82,7 @@ __all__ = [
     "in_doubt",
     "is_launched",
     "launch",
+    "run_worker",
     "shutdown",
     "system_database_for",
 ]

@@ -14,12 +14,8 @@ import sys
 
 import anyio
 
-from .._loader import load_object
 from ..exceptions import UserError
-from ..stores import open_stores
-from .agent import DurableAgent
-from .runtime import system_database_for
-from .worker import DurableWorker, executor
+from .worker import run_worker
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,23 +37,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    factory = load_object(args.agent)
-    async with await open_stores(args.db) as stores:
-        agent = factory(stores)
-        durable = DurableAgent(agent, name=args.name)
-        system_db = args.system_db or system_database_for(args.db)
-        async with executor(system_db, executor_id=args.executor_id, lease_s=args.lease_s) as lease:
-            worker = DurableWorker(durable, lease, poll_s=args.poll_s)
-            if args.once:
-                recovered, resumed = await worker.run_once()
-                waited = await worker.drain(timeout_s=args.timeout)
-                print(
-                    f"recovered {len(recovered)} workflows, resumed {len(resumed)} runs, "
-                    f"waited for {len(waited)}",
-                    file=sys.stderr,
-                )
-                return 0
-            await worker.run_forever()
+    recovered, resumed, waited = await run_worker(
+        args.db,
+        args.agent,
+        executor_id=args.executor_id,
+        system_db=args.system_db,
+        name=args.name,
+        lease_s=args.lease_s,
+        poll_s=args.poll_s,
+        once=args.once,
+        timeout_s=args.timeout,
+    )
+    if args.once:
+        print(
+            f"recovered {len(recovered)} workflows, resumed {len(resumed)} runs, waited for {len(waited)}",
+            file=sys.stderr,
+        )
     return 0
 
 

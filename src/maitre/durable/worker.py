@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..agent import Agent, Run
     from .agent import DurableAgent
 
-__all__ = ["DurableWorker", "ExecutorLease", "executor", "executor_leases", "recover_dead"]
+__all__ = ["DurableWorker", "ExecutorLease", "executor", "executor_leases", "recover_dead", "run_worker"]
 
 logger = logging.getLogger("maitre.durable.worker")
 
@@ -278,3 +278,42 @@ class DurableWorker:
 
 async def _result(handle: Any) -> Any:
     return await handle.get_result(polling_interval_sec=0.1)
+
+
+async def run_worker(
+    db: str,
+    agent: str,
+    *,
+    executor_id: str,
+    system_db: str | None = None,
+    name: str = "default",
+    lease_s: float = 30.0,
+    poll_s: float = 1.0,
+    once: bool = False,
+    timeout_s: float = 30.0,
+) -> tuple[list[str], list[Run], list[str]]:
+    """A durable worker process's whole job (`python -m maitre.durable worker`, `maitre runs worker
+    --durable`): open the stores at `db`, build the agent from `agent` (`FILE:FACTORY`, called with
+    the stores), take the executor lease, launch DBOS, then pass after pass recover dead executors'
+    workflows and resume decided runs. `once`: one pass, then wait (up to `timeout_s`) for what it
+    recovered; returns (workflows recovered, runs resumed, workflows waited for)."""
+    from .._loader import load_object
+    from ..stores import open_stores
+    from .agent import DurableAgent
+    from .runtime import system_database_for
+
+    factory = load_object(agent)
+    async with await open_stores(db) as stores:
+        durable = DurableAgent(factory(stores), name=name)
+        try:
+            chosen_db = system_db or system_database_for(db)
+            async with executor(chosen_db, executor_id=executor_id, lease_s=lease_s) as lease:
+                worker = DurableWorker(durable, lease, poll_s=poll_s)
+                if not once:
+                    await worker.run_forever()
+                    return [], [], []
+                recovered, resumed = await worker.run_once()
+                waited = await worker.drain(timeout_s=timeout_s)
+                return recovered, resumed, waited
+        finally:
+            durable.unregister()
