@@ -220,3 +220,18 @@ def test_a_forgotten_episode_leaves_no_bytes_in_the_sqlite_file(tmp_path: Path, 
     for file in tmp_path.iterdir():
         if file.is_file():
             assert marker.encode() not in file.read_bytes(), file.name
+
+
+def test_export_holds_the_episodes_and_reindex_re_embeds_them(make_store: StoreFactory, clock: Clock) -> None:
+    from maitre.embeddings import LexicalOnlyEmbedder
+
+    store = make_store(clock=clock)
+    store.add_episodes("maya", talk())
+    exported = store.export("maya")
+    assert [e["id"] for e in exported["episodes"]] == ["e1", "e2", "e3", "e4"]
+    assert exported["episodes"][0]["speaker"] == "Maya"
+    other = make_store(clock=clock, embedder=LexicalOnlyEmbedder(dim=store.embedder_dim))
+    other.reindex()
+    assert other.search("maya", "boiler Brudenell", abstain=False)[0].id == "e1"
+    store.reindex()
+    assert store.search("maya", "tea towel vet", abstain=False)[0].id == "e3"

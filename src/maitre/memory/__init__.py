@@ -32,8 +32,10 @@ from .model import (
     DEFAULT_PROFILE_KEYS,
     Candidate,
     DeleteReport,
+    Episode,
     Fact,
     Hit,
+    MemoryHit,
     MemoryPolicy,
     Origin,
     Profile,
@@ -42,6 +44,7 @@ from .model import (
     WriteAction,
     WriteOutcome,
 )
+from .search import Fusion
 from .store import MemoryStore
 from .toolbox import memory_toolbox
 
@@ -54,10 +57,13 @@ __all__ = [
     "DEFAULT_PROFILE_KEYS",
     "DEFAULT_VOCABULARY",
     "DeleteReport",
+    "Episode",
     "Extractor",
     "Fact",
+    "Fusion",
     "Hit",
     "KeyVocabulary",
+    "MemoryHit",
     "MemoryPolicy",
     "MemoryStore",
     "ModelExtractor",

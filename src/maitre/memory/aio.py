@@ -24,8 +24,10 @@ from .model import (
     DEFAULT_TENANT,
     Candidate,
     DeleteReport,
+    Episode,
     Fact,
     Hit,
+    MemoryHit,
     Origin,
     Profile,
     Summary,
@@ -115,8 +117,14 @@ class AsyncMemoryStore:
         *,
         extractor: Extractor | AsyncExtractor | None = None,
         tenant: str = DEFAULT_TENANT,
+        episodes: bool = False,
+        session: str = "",
     ) -> list[WriteOutcome]:
-        """Extract candidates (sync rules or an async model extractor) and write them in one batch."""
+        """Extract candidates (sync rules or an async model extractor) and write them in one batch.
+
+        With `episodes=True` the messages are kept as episodes first and the facts linked to them."""
+        if episodes:
+            await self._run(self.store.add_episodes, user, list(messages), tenant=tenant, session=session)
         found = (extractor or RuleExtractor()).extract(messages)
         candidates = await found if inspect.isawaitable(found) else found
         return await self._run(self.store.write_candidates, user, list(candidates), tenant=tenant)
@@ -167,11 +175,52 @@ class AsyncMemoryStore:
         *,
         tenant: str = DEFAULT_TENANT,
         min_similarity: float | None = None,
+        valid_at: datetime | date | str | None = None,
+        as_of: datetime | date | str | None = None,
+        before: datetime | date | str | None = None,
+        after: datetime | date | str | None = None,
     ) -> list[Hit]:
         """See `MemoryStore.retrieve`."""
         return await self._run(
-            self.store.retrieve, user, query, k, tenant=tenant, min_similarity=min_similarity
+            self.store.retrieve,
+            user,
+            query,
+            k,
+            tenant=tenant,
+            min_similarity=min_similarity,
+            valid_at=valid_at,
+            as_of=as_of,
+            before=before,
+            after=after,
         )
+
+    async def search(self, user: str, query: str, k: int = 5, **kwargs: Any) -> list[MemoryHit]:
+        """See `MemoryStore.search` (same keyword arguments)."""
+        return await self._run(self.store.search, user, query, k, **kwargs)
+
+    async def add_episodes(
+        self,
+        user: str,
+        turns: Sequence[Episode | ConversationTurn],
+        *,
+        tenant: str = DEFAULT_TENANT,
+        session: str = "",
+        source: str = "",
+    ) -> list[Episode]:
+        """See `MemoryStore.add_episodes`."""
+        return await self._run(
+            self.store.add_episodes, user, turns, tenant=tenant, session=session, source=source
+        )
+
+    async def episodes(self, user: str, **kwargs: Any) -> list[Episode]:
+        """See `MemoryStore.episodes` (same keyword arguments)."""
+        return await self._run(self.store.episodes, user, **kwargs)
+
+    async def delete_episode(
+        self, user: str, episode_id: str, *, tenant: str = DEFAULT_TENANT, facts: bool = True
+    ) -> DeleteReport:
+        """See `MemoryStore.delete_episode`."""
+        return await self._run(self.store.delete_episode, user, episode_id, tenant=tenant, facts=facts)
 
     async def profile(self, user: str, *, tenant: str = DEFAULT_TENANT) -> Profile:
         """See `MemoryStore.profile`."""

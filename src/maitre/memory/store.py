@@ -1150,9 +1150,10 @@ class MemoryStore:
     # -- export and maintenance ---------------------------------------------------------------------
 
     def export(self, user: str, *, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
-        """Everything stored about a user, JSON-ready: facts with history, summaries, the profile."""
+        """Everything stored about a user, JSON-ready: facts with history, summaries, the profile,
+        and the episodes (what was said) with the ids of the facts extracted from them."""
         facts = self.facts(user, tenant=tenant, include_history=True)
-        return export_document(
+        document = export_document(
             tenant=tenant,
             user=user,
             exported_at=self._clock(),
@@ -1160,6 +1161,8 @@ class MemoryStore:
             facts=facts,
             summaries=self.summaries(user, tenant=tenant),
         )
+        document["episodes"] = [e.to_dict() for e in self.episodes(user, tenant=tenant)]
+        return document
 
     def users(self, *, tenant: str = DEFAULT_TENANT) -> list[str]:
         """Users with at least one stored fact in the tenant."""
@@ -1167,17 +1170,20 @@ class MemoryStore:
             return user_ids(db, tenant)
 
     def reindex(self, *, progress: Progress | None = None) -> int:
-        """Re-embed every current fact with this store's embedder (after changing embedders).
+        """Re-embed every current fact and every episode with this store's embedder (after changing
+        embedders); the vector snapshots of the old embedder are removed.
 
-        `progress(done, total)` is called as facts are embedded (`maitre.progress.progress_bar`).
+        `progress(done, total)` is called as texts are embedded (`maitre.progress.progress_bar`).
         Returns how many facts were re-embedded."""
         with self.backend.read() as db:
             rows = db.execute(
                 "SELECT seq, tenant, user_id, key, value FROM memory_facts WHERE status = 'current' AND retracted = 0"
             )
+            episode_rows = db.execute("SELECT seq, tenant, user_id, text, context FROM memory_episodes")
+        texts = [fact_text(r[3], r[4]) for r in rows]
+        texts += [r[3] for r in episode_rows] + [episode_text(r[3], r[4]) for r in episode_rows]
         vectors = None
-        if rows:
-            texts = [fact_text(r[3], r[4]) for r in rows]
+        if texts:
             report(progress, 0, len(texts))
             batches = []
             for start in range(0, len(texts), _REINDEX_BATCH):
@@ -1185,15 +1191,28 @@ class MemoryStore:
                 report(progress, min(start + _REINDEX_BATCH, len(texts)), len(texts))
             vectors = np.concatenate(batches)
         identity = embedder_identity(self.embedder)
+        n_facts, n_episodes = len(rows), len(episode_rows)
         with self.backend.write(["maitre-memory-meta"]) as db:
             items = [(r[0], r[1], r[2], fact_text(r[3], r[4])) for r in rows]
             self.backend.unindex(db, items)
             if vectors is not None:
                 self.backend.index(db, [(*item, vectors[i]) for i, item in enumerate(items)])
+                for i, r in enumerate(episode_rows):
+                    db.execute(
+                        "UPDATE memory_episodes SET vec = ?, wvec = ? WHERE seq = ?",
+                        (
+                            encode_vector(vectors[n_facts + i]),
+                            encode_vector(vectors[n_facts + n_episodes + i]),
+                            r[0],
+                        ),
+                    )
             record_embedder(db, identity)
-            for tenant, user in {(r[1], r[2]) for r in rows}:
-                bump_version(db, tenant, user)
+            for tenant, user in {(r[1], r[2]) for r in [*rows, *episode_rows]}:
+                bump_version(db, tenant, user, reset=True)
         self._cache.invalidate()
+        self._text_vectors.clear()
+        if self._snapshots is not None:
+            self._snapshots.remove_all()
         self._embedder_checked = True
         return len(rows)
 
