@@ -11,8 +11,12 @@ query word, or its cosine similarity reaches `min_similarity`. Lexical matches i
 stop words and chat filler ("my", "what", "remember"), so a shared "my" is not evidence.
 
 `rank` runs both rankers inside the caller's read transaction. Without native vectors (pgvector)
-the dense ranker searches the user's matrix in the process's `VectorCache`, loading it from the
-stored BLOBs when the user's version counter says another writer changed it.
+the dense ranker searches the user's matrix in the process's `VectorCache` (`dense_search`): when
+the user's version counter says another writer changed it, only the changed rows are read (the
+vector log), and a process without the matrix starts from its memory-mapped snapshot.
+
+Search over episodes and facts together, with weighted fusion and abstention, is
+`maitre.memory.search` (`MemoryStore.search`); this module's `fuse` is `retrieve`'s fact fusion.
 """
 
 from __future__ import annotations

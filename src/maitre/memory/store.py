@@ -5,12 +5,15 @@ Seed 000's four questions, answered in code:
 - *What to write*: explicit facts with user, key, value, valid time, source and origin; secrets
   (card numbers, passwords, API keys) are refused. Extraction and the memory tools feed `write`.
 - *When to retrieve*: `profile()` (a few hundred tokens, deterministic, from designated keys) at
-  the start of a session; `retrieve(query, k=5)` over current facts when a request needs it.
+  the start of a session; `retrieve(query, k=5)` over current facts when a request needs it
+  (`valid_at` / `as_of` / `before` / `after` for what was true at another time); `search(query)`
+  over episodes (what was said, `add_episodes`) and facts together, which returns nothing when the
+  memory does not hold the answer (`maitre.memory.search`).
 - *How to resolve conflicts*: `maitre.memory.rules` (stated > inferred, then newest valid time);
   losers are kept as superseded, a late replay is stored already superseded.
 - *How to delete*: `delete()` removes, in one transaction, every row of the key (current and history),
-  its embeddings, its full-text entries, every summary built from it (via lineage) and rebuilds the
-  profile; it leaves an HMAC tombstone so the same fact cannot be extracted or replayed back, however
+  its embeddings, its full-text entries, every summary built from it (via lineage), the episodes it
+  was extracted from or that hold its value, and rebuilds the profile; it leaves an HMAC tombstone so the same fact cannot be extracted or replayed back, however
   it is spelled (`identity`: folded values, the key vocabulary, length-prefixed digests). It never
   waits for readers: the erasure of freed bytes (WAL checkpoint, VACUUM) runs in the background.
 
