@@ -171,6 +171,16 @@ def _needs_human_in(exc: BaseException) -> NeedsHuman | None:
     return None
 
 
+def _require_launched() -> None:
+    from .runtime import is_launched
+
+    if not is_launched():
+        raise UserError(
+            "DBOS is not launched in this process: enter maitre.durable.executor(system_db, "
+            "executor_id=...) (or call maitre.durable.launch) after building the durable agents"
+        )
+
+
 def _in_workflow() -> bool:
     return DBOS.workflow_id is not None
 
@@ -369,6 +379,7 @@ class DurableAgent:
             if isinstance(goal_or_messages, str)
             else list(goal_or_messages)
         )
+        _require_launched()
         run_id = run_id or new_run_id()
         given = await self._seal(principal, json.dumps([m.to_dict() for m in messages], default=str))
         with SetWorkflowID(run_id):
@@ -386,6 +397,7 @@ class DurableAgent:
         it waits on), so two workers resuming the same pause run one workflow."""
         from ..agent import Run
 
+        _require_launched()
         tenant = principal.tenant if principal else None
         saved = await self._runs().load(run_id, tenant=tenant)
         if saved is None:

@@ -11,7 +11,9 @@ gate's database, so maitre's schema checks keep meaning what they say:
 `launch(system_database_url, executor_id=...)` configures and launches DBOS; it must run after
 every `DurableAgent` of the process is built (DBOS recovers this executor's pending workflows at
 launch, and a recovered workflow looks its agent up by name). From inside a running event loop,
-recovered workflows run on that loop.
+recovered workflows run on that loop. `launch` alone holds no executor lease, so only a restart
+under the same executor id recovers the process's workflows; `maitre.durable.executor(...)`
+takes the lease too, so that any worker recovers them when the process dies.
 """
 
 from __future__ import annotations

@@ -1,0 +1,94 @@
+"""DurableAgent in one process: a run and its resumption are workflows, and asking again runs nothing twice."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from maitre import Principal
+from maitre.durable import DurableAgent, executor, is_launched
+from maitre.durable.saga import Saga
+from maitre.exceptions import UserError
+from maitre.stores import open_stores
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import kill_agent
+
+pytestmark = pytest.mark.anyio
+ALICE = Principal(user="alice", tenant="acme")
+MARIA = Principal(user="maria", tenant="acme")
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "saga" / "trip.py"
+
+
+def effects(path: Path) -> list[str]:
+    return [line.split(" ")[0] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def test_a_durable_run_pauses_resumes_and_a_second_ask_replays(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MAITRE_LEDGER", str(tmp_path / "ledger"))
+    monkeypatch.delenv("MAITRE_KILL", raising=False)
+    async with await open_stores(str(tmp_path / "m.db")) as stores:
+        durable = DurableAgent(kill_agent.make_agent(stores), name="inproc")
+        try:
+            with pytest.raises(UserError, match="not launched"):
+                await durable.run("book and upgrade", ALICE, run_id="r1")
+            async with executor(f"sqlite:///{tmp_path / 'm.dbos.sqlite'}", executor_id="inproc-1"):
+                assert is_launched()
+                run = await durable.run("book and upgrade", ALICE, run_id="r1")
+                assert run.paused and run.pending[0].tool == "trip.upgrade_seat"
+                await durable.gate.approvals.approve(run.pending[0].approval_id, MARIA)
+                done = await durable.resume("r1")
+                assert done.status == "finished" and "Upgraded on AI-101" in done.final_text
+                again = await durable.resume("r1")  # not paused any more: the run as it is
+                assert again.final_text == done.final_text
+                first = await durable.run("book and upgrade", ALICE, run_id="r1")  # the recorded outcome
+                assert first.paused
+                assert effects(tmp_path / "ledger") == ["book_flight", "upgrade_seat"]
+                saved = await stores.runs.load("r1")
+                assert saved is not None and saved.status == "finished"
+            assert not is_launched()
+        finally:
+            durable.unregister()
+
+
+async def test_a_saga_inside_a_durable_gate_records_its_calls(tmp_path: Path) -> None:
+    os.environ.pop("MAITRE_KILL", None)
+    spec = EXAMPLE
+    import importlib.util
+
+    loaded = importlib.util.spec_from_file_location("saga_trip_durable", spec)
+    assert loaded is not None and loaded.loader is not None
+    trip = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(trip)
+    os.environ["TRIP_LEDGER"] = str(tmp_path / "trip.txt")
+    try:
+        box, _ = trip.toolboxes()
+        from dbos import DBOS, SetWorkflowID
+
+        from maitre.durable import DurableGate
+        from maitre.gate import Gate
+
+        async with await open_stores(str(tmp_path / "s.db")) as stores:
+            gate = DurableGate(Gate(box, stores=stores))
+
+            @DBOS.workflow(name="test.saga")
+            async def book() -> str:
+                async with Saga(gate, ALICE, saga_id="trip-d") as saga:
+                    await saga.call("trip.book_flight", {"flight": "AI-101", "day": "2026-12-24"})
+                    await saga.call("trip.create_event", {"title": "t", "day": "2026-12-24"})
+                return saga.outcome.status
+
+            async with executor(f"sqlite:///{tmp_path / 's.dbos.sqlite'}", executor_id="saga-1"):
+                with SetWorkflowID("saga-wf"):
+                    assert await book() == "compensated"
+                steps = await DBOS.list_workflow_steps_async("saga-wf")
+                names = [step["function_name"] for step in steps]
+                assert names.count("maitre.gate.call") == 3  # book, the calendar, the cancellation
+        text = (tmp_path / "trip.txt").read_text()
+        assert text.count("booked") == 1 and text.count("cancelled") == 1
+    finally:
+        os.environ.pop("TRIP_LEDGER", None)
