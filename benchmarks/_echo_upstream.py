@@ -114,10 +114,12 @@ def echo_upstream(
     python: str = sys.executable,
     timeout_s: float = 30.0,
     cpus: set[int] | None = None,
+    pids: list[int] | None = None,
 ) -> Iterator[str]:
     """Run the echo upstream in a subprocess (its own process group); yields its MCP URL.
 
-    `cpus` pins it (e.g. `{0}`, with the load generator on `{1}`), as `taskset` would.
+    `cpus` pins it (e.g. `{0}`, with the load generator on `{1}`), as `taskset` would; its process
+    id is appended to `pids` when given (to read its CPU time).
     """
     port = port or free_port()
     args = [python, str(HERE / "_echo_upstream.py"), str(port), name]
@@ -129,6 +131,8 @@ def echo_upstream(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
         )
         try:
+            if pids is not None:
+                pids.append(proc.pid)
             if cpus:
                 pin(proc.pid, cpus)
             deadline = time.monotonic() + timeout_s

@@ -5,7 +5,9 @@ number from an earlier run says little about a change. This runs every variant a
 echo upstream, the same Postgres (a fresh schema each), the same configuration (`tests/scale/rig`,
 as `gateway_bench.py` deploys it), and the same load generator, in interleaved rounds
 (`gateway_bench._measure`), and prints each one's req/s, p50/p99 and gateway CPU per call next to
-the upstream called directly.
+the upstream called directly, and that CPU as a multiple of the upstream's own CPU per call in the
+direct rows (the steadiest yardstick on a loaded machine: both are CPU time per call, measured in
+the same interleaved rounds).
 
 A variant is `LABEL=PYTHONPATH` (its folders put first on the gateway process's `sys.path`, e.g. an
 older checkout's `src` from `git archive`, or a folder with uvloop and httptools from
@@ -84,9 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     token = rig.bearer_token("bench", "bench", ttl_s=3600)
     print(f"load average at start: {loadavg()} ({os.cpu_count()} cores)")
+    upstream_pids: list[int] = []
     with (
         tempfile.TemporaryDirectory(prefix="gateway-ab-") as scratch,
-        echo_upstream(NAMESPACE) as upstream,
+        echo_upstream(NAMESPACE, pids=upstream_pids) as upstream,
         contextlib.ExitStack() as stack,
     ):
         folder = Path(scratch)
@@ -120,18 +123,24 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         for clients in (1, CLIENTS):
-            rows = [Row(direct, clients), *(Row(target, clients, (pid,)) for target, pid in gateways)]
+            rows = [
+                Row(direct, clients, tuple(upstream_pids)),
+                *(Row(target, clients, (pid,)) for target, pid in gateways),
+            ]
             _measure(rows, seconds=args.seconds, rounds=args.rounds)
             print(f"\n{clients} client(s):")
             results = [row.result() for row in rows]
             print_results(results)
             base = results[0]
+            upstream_cpu = rows[0].cpu_ms_per_call() or 0.0
+            print(f"  upstream direct: upstream CPU {upstream_cpu:.2f} ms/call")
             for row, result in zip(rows[1:], results[1:], strict=True):
                 cpu = row.cpu_ms_per_call() or 0.0
                 print(
                     f"  {result.name}: {result.rps / base.rps:.3f}x direct req/s, p99 "
                     f"{result.p99_ms / base.p99_ms:.2f}x direct, overhead p50 {result.p50_ms - base.p50_ms:.2f} ms, "
                     f"gateway CPU {cpu:.2f} ms/call"
+                    + (f" = {cpu / upstream_cpu:.2f}x the upstream's own" if upstream_cpu else "")
                 )
     print(f"\nload average at the end: {loadavg()}")
     return 0
