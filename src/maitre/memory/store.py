@@ -590,9 +590,8 @@ class MemoryStore:
                     (tenant, user, episode_id),
                 )
             ]
-            removed = delete_episodes(db, self.backend.kind, tenant, user, [int(r[0]) for r in rows])
             report = DeleteReport()
-            if facts and linked:
+            if facts and linked:  # first: it forgets the episodes that hold the facts' values too
                 report = erase(
                     db,
                     self.backend,
@@ -605,10 +604,11 @@ class MemoryStore:
                     digest=self._digest,
                     now_us=to_micros(self._clock()),
                 )
-            elif removed:
+            removed = delete_episodes(db, self.backend.kind, tenant, user, [int(r[0]) for r in rows])
+            if removed:  # still there (no linked facts, or `facts=False`): log it for other caches
                 bump_version(db, tenant, user, removed=[f"e{int(r[0])}" for r in rows])
             report.episodes += len(removed)
-        if removed or report.facts:
+        if report.episodes or report.facts:
             self._after_forget(tenant, user)
         return report
 
