@@ -109,3 +109,23 @@ def test_a_words_only_embedder_still_searches_episodes(make_store: StoreFactory,
     hits = store.search("u1", "boiler broke", abstain=True)
     assert [h.id for h in hits] == ["a"]
     assert isinstance(HashingEmbedder().dim, int)
+
+
+HELDOUT_SHA256 = "c42a6458a35c692d257eb6f44dbedc529af49a4cc2365fc2e345fd1d79a9067a"
+"""The held-out split as committed (a69449f), before any retrieval work: it is never edited."""
+
+
+def test_the_held_out_split_is_the_one_committed_before_retrieval_work() -> None:
+    import hashlib
+
+    heldout = DEV.with_name("heldout.jsonl")
+    assert hashlib.sha256(heldout.read_bytes()).hexdigest() == HELDOUT_SHA256
+    convs = load_conversations(heldout)
+    assert sum(len(c.questions) for c in convs) == 86
+    assert {q["kind"] for c in convs for q in c.questions} >= {
+        "single",
+        "multi",
+        "update",
+        "temporal",
+        "unanswerable",
+    }
