@@ -150,10 +150,11 @@ def main(quick: bool = False) -> None:
     haproxy_missing = rig.haproxy_binary() is None
     token = rig.bearer_token("bench", "bench")
     print(f"load average at start: {loadavg()}")
+    upstream_pids: list[int] = []
     with (
         tempfile.TemporaryDirectory(prefix="gateway-bench-") as scratch,
         rig.pg_schema() as schema,
-        echo_upstream(NAMESPACE) as upstream,
+        echo_upstream(NAMESPACE, pids=upstream_pids) as upstream,
     ):
         folder = Path(scratch)
         lockfile = folder / "maitre.mcp.lock.json"
@@ -173,10 +174,11 @@ def main(quick: bool = False) -> None:
             gateway = Target(
                 url=g1.url, tool=tool, token=token, protocol=MODERN, name="maitre gateway (1 process)"
             )
-            overhead = [Row(direct, 1), Row(gateway, 1, (g1.pid,))]
+            ups = tuple(upstream_pids)
+            overhead = [Row(direct, 1, ups), Row(gateway, 1, (g1.pid,))]
             _measure(overhead, seconds=seconds / 2, rounds=rounds)
 
-            throughput = [Row(direct, CLIENTS), Row(gateway, CLIENTS, (g1.pid,))]
+            throughput = [Row(direct, CLIENTS, ups), Row(gateway, CLIENTS, (g1.pid,))]
             with _contextforge(upstream, quick=quick) as forged:  # running only for its own rows
                 if forged is not None:
                     throughput.append(Row(forged, CLIENTS))
@@ -225,7 +227,8 @@ def _report(overhead: list[Row], throughput: list[Row], scaling: list[Row]) -> N
         for row, result in zip(rows, results, strict=True):
             cpu = row.cpu_ms_per_call()
             if cpu is not None:
-                print(f"  {result.name}: gateway CPU {cpu:.2f} ms per call (user+system, all its processes)")
+                whose = "upstream" if row.target.tool == "echo" else "gateway"
+                print(f"  {result.name}: {whose} CPU {cpu:.2f} ms per call (user+system, all its processes)")
 
     direct1, gateway1 = (row.result() for row in overhead)
     direct8, gateway8 = throughput[0].result(), throughput[1].result()
@@ -242,6 +245,13 @@ def _report(overhead: list[Row], throughput: list[Row], scaling: list[Row]) -> N
     ]
     if forged is not None:
         verdicts.append(f"maitre p99 / ContextForge p99: {gateway8.p99_ms / forged.p99_ms:.2f}")
+    for label, rows in (("1 client", overhead), (f"{CLIENTS} clients", throughput)):
+        upstream_cpu, gateway_cpu = rows[0].cpu_ms_per_call(), rows[1].cpu_ms_per_call()
+        if upstream_cpu and gateway_cpu:
+            verdicts.append(
+                f"gateway CPU per call / the upstream's own ({label}): {gateway_cpu / upstream_cpu:.2f}x "
+                "(the load-steady yardstick; req/s through one process is bounded near upstream/(upstream+gateway))"
+            )
     if len(scaling) == 2:
         one, three = (row.result() for row in scaling)
         verdicts.append(
