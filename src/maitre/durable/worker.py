@@ -102,7 +102,8 @@ class ExecutorLease:
         claim = await self.leases.claim(_PREFIX + self.executor_id, lease_s=self.lease_s)
         if claim is None:
             raise UserError(
-                f"executor id {self.executor_id!r} is held by a live process: give each worker its own id"
+                f"executor id {self.executor_id!r} is held by another process (alive, or on another host "
+                f"until its lease of up to {self.lease_s:g} s runs out): give each worker its own id"
             )
         self.claim = claim
 
@@ -167,7 +168,9 @@ async def executor(
 ) -> AsyncIterator[ExecutorLease]:
     """Take this executor's lease, launch DBOS (which recovers this executor's own pending
     workflows, on the running event loop), keep the lease while the block runs; then stop DBOS and
-    release the lease. Build every `DurableAgent` before entering."""
+    release the lease - or, when workflows of this executor are still pending (the block was
+    cancelled mid-run), end it and leave it behind, so that another worker recovers them. Build
+    every `DurableAgent` before entering."""
     chosen = executor_id or runtime.default_executor_id()
     leases, engine = executor_leases(system_database_url)
     lease = ExecutorLease(leases, chosen, lease_s=lease_s)
@@ -184,12 +187,31 @@ async def executor(
                 finally:
                     group.cancel_scope.cancel()
         finally:
-            runtime.shutdown()
             with anyio.CancelScope(shield=True):
-                await lease.release()
+                pending = await _still_pending(chosen)
+                runtime.shutdown()
+                if pending and lease.claim is not None:
+                    logger.warning(
+                        "executor %s stops with %d workflows pending: left for recovery", chosen, pending
+                    )
+                    await leases.expire(lease.claim)
+                    lease.claim = None
+                else:
+                    await lease.release()
     finally:
         with anyio.CancelScope(shield=True):
             await engine.close()
+
+
+async def _still_pending(executor_id: str) -> int:
+    try:
+        found = await DBOS.list_workflows_async(
+            executor_id=executor_id, status=["PENDING"], load_input=False, load_output=False
+        )
+    except Exception:  # not known: leave the lease behind, the safe side
+        logger.exception("could not list executor %s's pending workflows", executor_id)
+        return 1
+    return len(found)
 
 
 class DurableWorker:
