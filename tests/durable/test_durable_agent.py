@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from maitre import Principal
@@ -14,9 +16,10 @@ from maitre.durable.saga import Saga
 from maitre.exceptions import UserError
 from maitre.stores import open_stores
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
-import kill_agent
+import kill_agent  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 ALICE = Principal(user="alice", tenant="acme")
@@ -92,3 +95,48 @@ async def test_a_saga_inside_a_durable_gate_records_its_calls(tmp_path: Path) ->
         assert text.count("booked") == 1 and text.count("cancelled") == 1
     finally:
         os.environ.pop("TRIP_LEDGER", None)
+
+
+class _SlowModel(kill_agent.TripModel):
+    async def complete(self, request: Any) -> Any:
+        if self.calls >= 1:
+            await anyio.sleep(30)  # the second model call never ends: the host cancels the run
+        return await super().complete(request)
+
+
+async def test_an_executor_cancelled_mid_run_leaves_its_lease_for_another_worker(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from maitre.agent import Agent, Limits
+    from maitre.durable.worker import executor_leases
+
+    monkeypatch.setenv("MAITRE_LEDGER", str(tmp_path / "ledger"))
+    system_db = f"sqlite:///{tmp_path / 'c.dbos.sqlite'}"
+    async with await open_stores(str(tmp_path / "c.db")) as stores:
+        agent = Agent(
+            _SlowModel(), gate=kill_agent.KillGate(kill_agent.box(), stores=stores), limits=Limits()
+        )
+        durable = DurableAgent(agent, name="cancelled")
+        try:
+            async with executor(system_db, executor_id="cancel-1"):
+                with anyio.move_on_after(2.0):
+                    await durable.run("book and charge", ALICE, run_id="c1")
+        finally:
+            durable.unregister()
+    leases, engine = executor_leases(system_db)
+    try:
+        left = await leases.left_behind()
+        assert [claim.run_id for claim in left] == ["executor:cancel-1"]  # for recovery, not released
+    finally:
+        await engine.close()
+    # Another worker (another process) finds it and finishes the run from its recorded steps.
+    command = [sys.executable, "-m", "maitre.durable", "worker", "--once", "--db", str(tmp_path / "c.db")]
+    command += ["--system-db", system_db, "--agent", f"{HERE / 'kill_agent.py'}:make_agent"]
+    command += ["--executor-id", "cancel-2", "--name", "cancelled", "--timeout", "30"]
+    env = {**os.environ, "MAITRE_DURABLE_QUEUE_POLL_S": "0.1"}
+    done = await anyio.run_process(command, env=env, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    async with await open_stores(str(tmp_path / "c.db")) as stores:
+        saved = await stores.runs.load("c1")
+        assert saved is not None and saved.status == "finished"
+    assert effects(tmp_path / "ledger") == ["book_flight", "charge_card"]
