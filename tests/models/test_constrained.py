@@ -235,3 +235,14 @@ def test_read_step_leaves_what_is_not_a_constrained_answer() -> None:
     ):
         assert read_step(text) is None, text
     assert read_step('{"tool": "x", "arguments": [1]}').calls == [("x", "[1]")]
+
+
+async def test_an_answer_cut_off_by_the_token_limit_keeps_its_words_not_its_json(
+    provider: FakeProvider, tools
+) -> None:
+    provider.queue(
+        chat_completion('{"answer": "Sunny, 31 \\u00b0C: go trekking at Sinh', finish_reason="length")
+    )
+    async with local(provider) as model:
+        response = await model.complete(ModelRequest(messages=[UserMessage(content=GOAL)], tools=tools))
+    assert (response.text, response.stop_reason) == ("Sunny, 31 °C: go trekking at Sinh", "max_tokens")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,7 +31,15 @@ from ..jsonutil import compact_json
 if TYPE_CHECKING:
     from ..tools import Tool
 
-__all__ = ["SCHEMA_DIALECTS", "SchemaDialect", "StepReading", "read_step", "request_fields", "step_schema"]
+__all__ = [
+    "SCHEMA_DIALECTS",
+    "SchemaDialect",
+    "StepReading",
+    "partial_answer",
+    "read_step",
+    "request_fields",
+    "step_schema",
+]
 
 SchemaDialect = Literal["llama.cpp", "json_schema", "vllm", "ollama"]
 """How the schema travels in a Chat Completions request:
@@ -167,3 +176,22 @@ def _call(value: Any) -> tuple[str, dict[str, Any] | str] | None:
     if isinstance(arguments, dict):
         return value["tool"], arguments
     return value["tool"], compact_json(arguments) if not isinstance(arguments, str) else arguments
+
+
+_ANSWER_START = re.compile(r'\A\s*\{\s*"answer"\s*:\s*"')
+
+
+def partial_answer(text: str) -> str | None:
+    """The answer's text from a constrained answer cut off by the token limit (`{"answer": "Sunny, go`),
+    or None when `text` is not the start of one."""
+    start = _ANSWER_START.match(text)
+    if start is None:
+        return None
+    body = text[start.end() :]
+    for cut in range(len(body), max(-1, len(body) - 8), -1):  # an escape may be cut in the middle
+        try:
+            value = json.loads(f'"{body[:cut]}"')
+        except ValueError:
+            continue
+        return value if isinstance(value, str) and value.strip() else None
+    return None

@@ -62,7 +62,14 @@ from ..tools.export import ToolDefinitions, provider_name
 from ..types import ToolCall
 from ._http import arguments_object, mint_call_id, parse_arguments
 from .base import FinishReason, ModelError, ModelRequest, ModelResponse
-from .constrained import SCHEMA_DIALECTS, SchemaDialect, read_step, request_fields, step_schema
+from .constrained import (
+    SCHEMA_DIALECTS,
+    SchemaDialect,
+    partial_answer,
+    read_step,
+    request_fields,
+    step_schema,
+)
 from .openai import OpenAIChatModel
 
 if TYPE_CHECKING:
@@ -397,6 +404,9 @@ class OpenAICompatibleModel(OpenAIChatModel):
                     for index, (name, arguments) in enumerate(reading.calls)
                 ]
                 return "", minted, ("max_tokens" if stop_reason == "max_tokens" else "tool_use")
+            cut_short = partial_answer(text) if stop_reason == "max_tokens" else None
+            if cut_short is not None:  # the answer ran into the token limit: keep what it said
+                return cut_short, [], stop_reason
         if not self.recover_text_calls or not text:
             return text, calls, stop_reason
         recovered, remaining = recover_tool_calls(text, known, unknown=_unknown_name)
