@@ -58,7 +58,7 @@ def test_at_most_four_parts():
 def test_decomposition_brings_the_later_steps_tool_into_the_answer():
     box = catalogue()
     request = "export the sales dataset and then send an email message to the finance recipient"
-    plain = ToolIndex(box, embedder=HashingEmbedder(), min_similarity=-1.0)
+    plain = ToolIndex(box, embedder=HashingEmbedder(), min_similarity=-1.0, decompose=False)
     split = ToolIndex(box, embedder=HashingEmbedder(), min_similarity=-1.0, decompose=True)
     for index in (plain, split):
         names = [h.name for h in index.search(request, k=2)]
@@ -106,6 +106,34 @@ def test_namespace_context_places_the_server_name_where_asked():
     assert texts["none"] == "post_message (post message): Post a message."
     with pytest.raises(UserError):
         ToolIndex(embedder=None, namespace_context="prefix")  # type: ignore[arg-type]
+
+
+def test_a_server_the_request_names_lifts_its_tools():
+    tools = [
+        ToolEntry(name=f"post_message_{n}", namespace=ns, description="Post a message to a channel.")
+        for n, ns in (("a", "teams"), ("b", "slack"), ("c", "google-chat"))
+    ]
+    scores = {}
+    for boost in (0.0, 0.1):
+        index = ToolIndex(embedder=HashingEmbedder(), namespace_boost=boost, min_similarity=-1.0)
+        index.add_many(tools)
+        hits = index.search("post a message in slack", k=3)
+        scores[boost] = {h.name: h.score for h in hits}
+        if boost:
+            assert hits[0].name == "post_message_b"
+            assert index.search("post a message in google chat", k=1)[0].name == "post_message_c"
+    assert scores[0.1]["post_message_b"] == pytest.approx(scores[0.0]["post_message_b"] + 0.1)
+    assert scores[0.1]["post_message_a"] == pytest.approx(scores[0.0]["post_message_a"])
+
+
+def test_a_dotted_name_alone_is_not_a_server_to_boost():
+    index = ToolIndex(embedder=HashingEmbedder())
+    index.add_definitions([{"name": "weather.get", "description": "Weather"}])
+    index.add_definitions([{"name": "get", "description": "Weather"}], namespace="weather")
+    assert index.search("weather")  # builds the namespace words
+    boosted = index._boosted(["weather"])
+    assert boosted is not None and len(boosted) == 1
+    assert {index._by_slot[int(s)].entry.namespace for s in boosted} == {"weather"}
 
 
 @needs_minilm
