@@ -338,6 +338,8 @@ class OpenAICompatibleModel(OpenAIChatModel):
         *,
         answers_as_json: bool = False,
     ) -> list[dict[str, Any]]:
+        # a constrained step names tools canonically (its schema's consts); the Hermes prompt, safely
+        shown = (lambda name: name) if answers_as_json else provider_name
         system = f"{request.system}\n\n{tool_prompt}" if request.system else tool_prompt
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         for message in request.messages:
@@ -356,7 +358,7 @@ class OpenAICompatibleModel(OpenAIChatModel):
             elif isinstance(message, ToolResultMessage):
                 error = ' is_error="true"' if message.is_error else ""
                 block = (
-                    f'<tool_response id="{message.call_id}" name="{provider_name(message.name)}"{error}>\n'
+                    f'<tool_response id="{message.call_id}" name="{shown(message.name)}"{error}>\n'
                     f"{render_tool_result(message)}\n</tool_response>"
                 )
                 previous = messages[-1]
