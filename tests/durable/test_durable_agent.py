@@ -140,3 +140,62 @@ async def test_an_executor_cancelled_mid_run_leaves_its_lease_for_another_worker
         saved = await stores.runs.load("c1")
         assert saved is not None and saved.status == "finished"
     assert effects(tmp_path / "ledger") == ["book_flight", "charge_card"]
+
+
+class _BookOnce:
+    name = "scripted"
+
+    async def complete(self, request: Any) -> Any:
+        from maitre.models.base import ModelResponse
+        from maitre.types import ToolCall
+
+        done = [m for m in request.messages if getattr(m, "role", "") == "tool"]
+        if not done:
+            call = ToolCall(id="c0", name="t.slow_book", arguments={"flight": "AI-101"})
+            return ModelResponse(tool_calls=[call], stop_reason="tool_use")
+        return ModelResponse(text=f"Result: {done[0].content}")
+
+
+async def test_a_durable_run_waits_for_the_same_write_in_flight_elsewhere_instead_of_telling_the_model(
+    tmp_path: Path,
+) -> None:
+    from maitre import Toolbox
+    from maitre.agent import Agent, Limits
+    from maitre.context import RunContext
+    from maitre.types import ToolCall
+
+    booked: list[str] = []
+    box = Toolbox("t")
+
+    @box.tool(effect="write")
+    async def slow_book(flight: str) -> str:
+        """Book, slowly."""
+        await anyio.sleep(1.0)
+        booked.append(flight)
+        return f"Booked {flight}."
+
+    async with await open_stores(str(tmp_path / "w.db")) as stores:
+        agent = Agent(_BookOnce(), box, stores=stores, limits=Limits(max_steps=3), notes=False)  # type: ignore[arg-type]
+        plain_gate = agent.gate
+        durable = DurableAgent(agent, name="twin")
+        try:
+            async with executor(f"sqlite:///{tmp_path / 'w.dbos.sqlite'}", executor_id="twin-1"):
+                results: dict[str, Any] = {}
+
+                async def twin() -> None:  # the same operation, already running elsewhere
+                    call = ToolCall(id="x", name="t.slow_book", arguments={"flight": "AI-101"})
+                    results["twin"] = await plain_gate.call(
+                        call, ALICE, RunContext(run_id="w1", principal=ALICE)
+                    )
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(twin)
+                    await anyio.sleep(0.3)
+                    results["run"] = await durable.run("book it", ALICE, run_id="w1")
+        finally:
+            durable.unregister()
+    run = results["run"]
+    assert booked == ["AI-101"]  # once
+    assert run.status == "finished" and run.final_text == "Result: Booked AI-101."
+    seen = [m.content for m in run.messages if getattr(m, "role", "") == "tool"]
+    assert seen == ["Booked AI-101."]  # the model never read "being executed right now"

@@ -41,6 +41,7 @@ from dbos import DBOS, SetWorkflowID
 from ..context import RunContext, new_run_id
 from ..exceptions import UserError
 from ..gate import CallOptions, Gate
+from ..gate.idempotency import call_lease_s
 from ..messages import Message, UserMessage, message_from_dict
 from ..models.base import Model, ModelError, ModelRequest, ModelResponse
 from ..storage.base import ApprovalStateError, RunState
@@ -171,6 +172,15 @@ def _needs_human_in(exc: BaseException) -> NeedsHuman | None:
     return None
 
 
+def _in_flight_elsewhere(result: ToolResult) -> bool:
+    error = result.error
+    return (
+        error is not None
+        and error.code is ErrorCode.CONFLICT
+        and error.details.get("idempotency") == "in_flight"
+    )
+
+
 def _require_launched() -> None:
     from .runtime import is_launched
 
@@ -279,7 +289,22 @@ class DurableGate:
         options: CallOptions | None,
         approval_id: str | None,
     ) -> str:
+        before = run.to_dict()
         result = await self.inner.call(call, principal, run, options, approval_id=approval_id)
+        if _in_flight_elsewhere(result):
+            # The same operation is running in another process (a twin, or the attempt of a process
+            # on another host whose lease still runs). A durable run waits for it - its result then
+            # replays, or once the lease is over the key is in doubt - rather than telling the model.
+            tool = self.inner.toolbox.get(call.name)
+            limit = call_lease_s(tool, self.inner.limits) + 1.0 if tool is not None else 0.0
+            deadline = time.monotonic() + limit
+            while _in_flight_elsewhere(result) and time.monotonic() < deadline:
+                error = result.error
+                assert error is not None
+                pause = max(0.1, min(error.retry_after_s or 1.0, 5.0, deadline - time.monotonic()))
+                await anyio.sleep(pause)
+                apply_context(run, before)  # the same call again, not a repeat for the loop guard
+                result = await self.inner.call(call, principal, run, options, approval_id=approval_id)
         text = encode_result(result, run)
         return await self.sealer.seal(principal, text) if self.sealer is not None else text
 
