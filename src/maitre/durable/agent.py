@@ -19,6 +19,9 @@ in flight by a dead process is in doubt: the tool's `reconcile` hook says whethe
 happened (the call replays it or runs once); without a hook the run stops as needing a person
 (`NeedsHuman`), with the call named, instead of handing the model a refusal it might read past.
 
+A write the gate finds in flight in another process (a twin, or the attempt of a dead host whose
+lease still runs) is waited for, within the call's lease, instead of being reported to the model.
+
 What the gate changes in the run (loop guard, budgets, taint, provenance) is recorded with each
 gate step and restored when the step replays. Gate calls of one step run one at a time in a
 durable run, in the order the model proposed them, so the replay meets them in the same order.
