@@ -135,3 +135,25 @@ def test_snapshots_round_trip_and_ignore_other_dimensions(tmp_path: Path) -> Non
     reloaded = snaps.load("scope", 4)
     assert reloaded is not None and not np.asarray(reloaded[2])[1].any()
     assert snaps.load("missing", 4) is None
+
+
+def test_a_write_by_another_process_is_read_incrementally(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "memory.db"
+    reader = MemoryStore.sqlite(path, embedder=HashingEmbedder(), clock=clock, vector_dir="")
+    fill(reader, 30)
+    assert reader.retrieve("u1", "value number 4")[0].value == "value number 4"
+    count = Counting(reader, monkeypatch)
+    script = (
+        "import sys; from maitre.embeddings import HashingEmbedder; from maitre.memory import MemoryStore; "
+        "s = MemoryStore.sqlite(sys.argv[1], embedder=HashingEmbedder(), vector_dir=''); "
+        "s.write('u1', 'city', 'Zorbluxville', '2026-02-01', 'other process'); s.close()"
+    )
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=60)
+    assert reader.retrieve("u1", "Zorbluxville")[0].value == "Zorbluxville"
+    assert (count.full, count.rows) == (0, 1)
+    reader.close()
