@@ -321,3 +321,33 @@ async def test_an_approval_of_a_personal_call_is_sealed_edits_too_and_forgotten_
     assert [r.arguments for r in listed] == [{"$forgotten": True}]
     assert (await verify_store(stores.audit)).ok
     await stores.close()
+
+
+def _in_files(path: Path, needle: bytes) -> bool:
+    return any(p.exists() and needle in p.read_bytes() for p in (path, Path(f"{path}-wal")))
+
+
+@pytest.mark.anyio
+async def test_an_erased_key_leaves_the_file_and_the_wal_without_waiting_for_a_reader(tmp_path: Path) -> None:
+    path = tmp_path / "g.db"
+    stores = SQLiteStores(path)
+    gate = Gate(personal_box(), stores=stores)
+    await call(gate, ASHA, "remember", place="Pune")
+    with sqlite3.connect(path) as conn:
+        [(wrapped,)] = conn.execute(
+            "SELECT wrapped FROM maitre_subject_keys WHERE subject != 'check'"
+        ).fetchall()
+    needle = str(wrapped).encode()
+    assert _in_files(path, needle)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT * FROM maitre_subject_keys").fetchall()
+    try:
+        assert await stores.erase_subject("acme", "asha")  # returns at once, the reader still open
+        assert not stores.subject_keys.wait_erased(0.2)  # type: ignore[attr-defined]
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+    assert stores.subject_keys.wait_erased(5.0)  # type: ignore[attr-defined]
+    assert not _in_files(path, needle), "the wrapped key is still in the file or the WAL"
+    await stores.close()
