@@ -146,7 +146,7 @@ def install_seams(seams: Seams) -> list[Callable[[], None]]:
     import httpx2
 
     from maitre.gate import Gate
-    from maitre.mcp import transports
+    from maitre.mcp import direct_call, transports
     from maitre.mcp.auth import SdkTokenVerifier
     from maitre.mcp.client import McpUpstream
 
@@ -155,6 +155,9 @@ def install_seams(seams: Seams) -> list[Callable[[], None]]:
         seams.wrap_async(Gate, "call", "gate"),
         seams.wrap_async(McpUpstream, "call", "mcp_client"),
         seams.wrap_async(httpx2.AsyncClient, "send", "httpx2_send"),
+        # The direct call's HTTP exchange: on the client's pool itself (no AsyncClient.send) since
+        # direct_call._lean_exchange, through httpx2 otherwise.
+        seams.wrap_async(direct_call, "_exchange", "http_exchange"),
     ]
     original_http_app = transports.http_app
 
@@ -653,7 +656,8 @@ def layers(window: Window) -> dict[str, float]:
         "gate stages (gate minus stores and upstream call)": gate - stores - client,
         "stores (every store method the gate awaited)": stores,
         "MCP client to upstream (SDK Client + httpx2)": client,
-        "  of which httpx2 AsyncClient.send": s.get("httpx2_send", 0.0),
+        "  of which the HTTP exchange (direct_call._exchange)": s.get("http_exchange", 0.0),
+        "    of it through httpx2 AsyncClient.send": s.get("httpx2_send", 0.0),
         "gateway total (process CPU)": total,
         "upstream process": window.per_call_us(window.upstream_cpu_s),
     }
