@@ -19,6 +19,7 @@ import os
 import secrets
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -244,7 +245,9 @@ def postgres() -> Iterator[tuple[str, str]]:
     tag = secrets.token_hex(4)
     yield f"{PG}?schema=kill_{tag}", f"{PG.rsplit('/', 1)[0]}/maitre_dbos_{tag}"
     _admin(f"DROP SCHEMA IF EXISTS kill_{tag} CASCADE")
-    _admin(f"DROP DATABASE IF EXISTS maitre_dbos_{tag} WITH (FORCE)")
+    # Dropping a database waits for a checkpoint of the whole server (seconds on a busy one): let
+    # it finish while the next tests run (a non-daemon thread: the test process waits for it).
+    threading.Thread(target=_admin, args=(f"DROP DATABASE IF EXISTS maitre_dbos_{tag} WITH (FORCE)",)).start()
 
 
 @pytest.mark.postgres

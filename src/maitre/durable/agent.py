@@ -304,7 +304,7 @@ class DurableGate:
             while _in_flight_elsewhere(result) and time.monotonic() < deadline:
                 error = result.error
                 assert error is not None
-                pause = max(0.1, min(error.retry_after_s or 1.0, 5.0, deadline - time.monotonic()))
+                pause = max(0.05, min(error.retry_after_s or 0.5, 0.5, deadline - time.monotonic()))
                 await anyio.sleep(pause)
                 apply_context(run, before)  # the same call again, not a repeat for the loop guard
                 result = await self.inner.call(call, principal, run, options, approval_id=approval_id)
