@@ -74,7 +74,10 @@ class AuditRecorder:
     async def __call__(self, ctx: CallContext, result: ToolResult) -> None:
         shown: str | None
         result_digest: str | None
-        if ctx.tool is not None and (ctx.tool.personal or personal.reads_personal_page(ctx)):
+        tool = ctx.tool
+        if tool is not None and (
+            tool.personal or (tool.name == "read_result" and personal.reads_personal_page(ctx))
+        ):
             shown, result_digest = await _personal_fields(ctx, result, self.arguments)
         else:
             if self.arguments == "redacted":
