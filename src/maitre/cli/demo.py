@@ -1,9 +1,12 @@
 """`maitre demo`: the seeds' story in the terminal (rich) or as JSON Lines (`--json`).
 
 Offline by default: SQLite in a temporary folder and the scripted model. With ANTHROPIC_API_KEY or
-OPENAI_API_KEY set, or `--model openai-compatible:URL`, the same story runs on a real model. A
-provider named without its key, or without its SDK installed, is refused in one line before the
-story starts; a story whose model could not be reached exits 1. A reader that stops reading
+OPENAI_API_KEY set, or `--model openai-compatible:URL#MODEL` (a local server) or `--model local`
+(a GGUF in this process, `maitre[local]`), the same story runs on a real model, with its options
+from the flags, the `[model]` configuration section or the string itself (`maitre.models.spec`);
+a local model gets limits that suit a CPU (15 minutes a chapter, 512 tokens a call). A provider
+named without its key, or without its SDK installed, is refused in one line before the story
+starts; a story whose model could not be reached exits 1. A reader that stops reading
 (`maitre demo --json | head`) ends the demo quietly.
 """
 
@@ -86,7 +89,7 @@ def demo_command(
     model: str | None = typer.Option(
         None,
         "--model",
-        help="scripted | anthropic[:M] | openai[:M] | openai-compatible:URL[#M][?OPTIONS] (default: [model] "
+        help="scripted | anthropic[:M] | openai[:M] | openai-compatible:URL[#M][?OPTIONS] | local[:GGUF] (default: [model] "
         "spec in the configuration, else a provider key in the environment, else scripted)",
     ),
     db: str | None = typer.Option(None, "--db", help="Keep the store here instead of a temporary folder"),
