@@ -65,6 +65,7 @@ DOORS = frozenset(
         "cli",
         "console",
         "demo",
+        "durable",
         "evals",
         "mcp",
         "memory",

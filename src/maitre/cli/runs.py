@@ -181,12 +181,36 @@ def runs_worker(
     ),
     once: bool = typer.Option(False, "--once", help="One pass, then exit (print how many runs resumed)"),
     poll: float = typer.Option(1.0, "--poll", min=0.01, help="Seconds between passes"),
+    durable: bool = typer.Option(
+        False,
+        "--durable",
+        help="A durable worker (maitre[durable]): also recover a dead worker's runs from their last "
+        "recorded step (DBOS)",
+    ),
+    executor_id: str | None = typer.Option(
+        None, "--executor-id", help="With --durable: this worker's executor id, stable across restarts"
+    ),
+    system_db: str | None = typer.Option(
+        None,
+        "--system-db",
+        help="With --durable: DBOS's database (default: a file or database beside the stores)",
+    ),
+    name: str = typer.Option("default", "--name", help="With --durable: the durable agent's name"),
+    timeout: float = typer.Option(
+        30.0, "--timeout", min=0.0, help="With --durable --once: the longest wait for recovered runs"
+    ),
 ) -> None:
     """Resume paused runs by themselves once their approvals are decided (each run once, across workers).
 
     Also continues a run a killed worker left running. Runs until interrupted (Ctrl-C), printing a
-    line per resumed run; with --once, one pass.
+    line per resumed run; with --once, one pass. With --durable (and --executor-id), the worker also
+    takes an executor lease and recovers, through DBOS, the runs of workers whose lease has lapsed.
     """
+    if durable:
+        _durable_worker(store_url(db), agent, executor_id, system_db, name, poll, once, timeout)
+        return
+    if executor_id is not None or system_db is not None:
+        raise CommandError("--executor-id and --system-db need --durable", code=2)
     from ..agent import ResumeWorker, Run
 
     factory = _load_factory(agent)
@@ -205,3 +229,46 @@ def runs_worker(
     resumed = run_on_stores(store_url(db), job)
     if once:
         typer.echo(f"resumed {resumed} run{'' if resumed == 1 else 's'}")
+
+
+def _durable_worker(
+    db: str,
+    agent: str,
+    executor_id: str | None,
+    system_db: str | None,
+    name: str,
+    poll: float,
+    once: bool,
+    timeout: float,
+) -> None:
+    """`maitre runs worker --durable`: the same job as `python -m maitre.durable worker`."""
+    import anyio
+
+    from .._extras import require
+
+    if not executor_id:
+        raise CommandError(
+            "--durable needs --executor-id (a name that stays the same across restarts)", code=2
+        )
+    require("durable", "maitre runs worker --durable")
+    from ..durable.worker import run_worker
+
+    async def job() -> tuple[list[str], list[Any], list[str]]:
+        return await run_worker(
+            db,
+            agent,
+            executor_id=executor_id,
+            system_db=system_db,
+            name=name,
+            poll_s=poll,
+            once=once,
+            timeout_s=timeout,
+        )
+
+    if not once:
+        err.print(f"durable worker {executor_id} started (Ctrl-C stops it)", highlight=False)
+    recovered, resumed, waited = anyio.run(job)
+    if once:
+        typer.echo(
+            f"recovered {len(recovered)} workflows, resumed {len(resumed)} runs, waited for {len(waited)}"
+        )
