@@ -26,6 +26,11 @@ Concerns: approvals, idempotency, audit, result handles, runs, rate limits (and 
 
 `rate_limits_url="redis://host:6379/0"` swaps the rate limiter for `RedisRateLimiter`.
 
+Personal tools' data (`Tool.personal`) is sealed under per-subject keys kept in the same database
+(`subject_keys`: AES-GCM, wrapped under a master secret from `secret=`, `$MAITRE_GATE_SECRET`, memory's
+`$MAITRE_MEMORY_SECRET`, or a 0600 key file beside a SQLite database); `await
+stores.erase_subject(tenant, user)` crypto-shreds everything the stores hold for that user.
+
 Layer: core. The stores import `maitre.audit` (to seal entries) and the core's data types, never
 a door (`agent`, `models`, `mcp`, `memory`, `search`, `cli`) nor the gate. The dead-owner rule
 (`owners`) lives here, so the gate's idempotency and the resume worker's run claims share it;
