@@ -18,7 +18,9 @@ of the set and the scorer), `RuleExtractor`, and `ModelExtractor` with a real mo
 available: `MAITRE_BENCH_MODEL` = a local server URL (`http://127.0.0.1:8080/v1`, llama.cpp or any
 OpenAI-compatible server; `URL#MODEL` names the model), or `anthropic[:MODEL]`, `openai[:MODEL]`;
 without it, `ANTHROPIC_API_KEY` or `OPENAI_API_KEY` in the environment picks that provider. With
-none, the row says "not run: no model". The scripted model is not a row: it tests parsing in CI, not
+none, the row says "not run: no model". `MAITRE_BENCH_MODEL_LIMIT=N` runs the model on the first N
+conversations of each part only (a CPU model), with the rule extractor's row on the same N beside it.
+The scripted model is not a row: it tests parsing in CI, not
 quality.
 
 Numbers are quoted on the held-out part; the development part (on which the rules and the prompt
@@ -366,9 +368,15 @@ async def run(split: str, *, verbose: bool) -> dict[str, Scores | None]:
     if model is not None:
         from maitre.memory.model_extractor import ModelExtractor
 
-        extractor = ModelExtractor(model)
+        extractor = ModelExtractor(model, max_output_tokens=1024)
+        subset = conversations
+        limit = int(os.environ.get("MAITRE_BENCH_MODEL_LIMIT", "0") or 0)
+        if limit and limit < len(conversations):  # a CPU model: the first N conversations only
+            subset = conversations[:limit]
+            label = f"{label}, first {limit} conversations"
+            results[f"RuleExtractor (same {limit})"] = await score(subset, rule_proposer())
         try:
-            results[f"ModelExtractor ({label})"] = await score(conversations, extractor.extract)
+            results[f"ModelExtractor ({label})"] = await score(subset, extractor.extract)
             st = extractor.stats
             model_note = (
                 f"{label}: {st.calls} calls, {st.replies_malformed} malformed replies, "

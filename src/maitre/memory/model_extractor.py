@@ -276,7 +276,12 @@ class ModelExtractor:
             if msg.at is not None:
                 entry["at"] = msg.at.isoformat()
             lines.append(json.dumps(entry, ensure_ascii=False))
-        return "Conversation (JSON lines):\n" + "\n".join(lines)
+        return (
+            "Conversation (JSON lines):\n"
+            + "\n".join(lines)
+            + "\n\nDo not answer the conversation. Call record_facts with the durable facts about the"
+            " user that the user turns above state (an empty list if none)."
+        )
 
     def prompt(self, messages: Sequence[ConversationTurn]) -> str:
         """The whole prompt as one text (what a `complete(prompt)` function receives)."""
