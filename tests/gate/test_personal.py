@@ -209,6 +209,7 @@ async def test_a_server_store_without_a_secret_refuses_personal_calls_before_the
         gate = Gate(personal_box(calls), stores=stores)
         refused = await call(gate, ASHA, "remember", place="Pune-nosecret", run_id=None)
         assert refused.is_error and "not executed" in refused.content
+        assert refused.error is not None and refused.error.details == {"stage": "personal"}
         assert calls.get("remember", 0) == 0
         assert not (await call(gate, ASHA, "plain_write", text="fine", run_id=None)).is_error
         for entry in await stores.audit.entries():

@@ -98,6 +98,10 @@ async def approval(ctx: CallContext) -> ToolError | None:
     approval_id = ctx.options.approval_id
     if ctx.decision is not Decision.APPROVAL_REQUIRED:
         return None  # policy allowed it; an approval id, if any, is left unused (no exemption)
+    if tool.personal:  # its keys first: without a master secret no request is stored
+        refused = await personal.prepare(ctx)
+        if refused is not None:
+            return refused
     arguments = validated_arguments(ctx)
     hashed = _hash(ctx)
     ctx.call_hash = hashed

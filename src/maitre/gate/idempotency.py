@@ -160,6 +160,9 @@ async def will_replay(ctx: CallContext) -> bool:
     approval stage need not ask a human about a call that will not run again)."""
     if not needs_key(ctx.tool):
         return False
+    assert ctx.tool is not None
+    if ctx.tool.personal and await personal.prepare(ctx) is not None:
+        return False  # no keys to be had: the approval stage refuses it below
     key, kind = _mint(ctx)
     store, tenant = ctx.gate.stores.idempotency, ctx.principal.tenant
     record = await store.get(key, tenant=tenant)
@@ -178,6 +181,10 @@ async def idempotency(ctx: CallContext) -> ToolError | None:
     assert tool is not None
     if not needs_key(tool):
         return None
+    if tool.personal:  # its keys first: without a master secret nothing is minted, stored or run
+        refused = await personal.prepare(ctx)
+        if refused is not None:
+            return refused
     key, kind = _mint(ctx)
     store = ctx.gate.stores.idempotency
     tenant = ctx.principal.tenant

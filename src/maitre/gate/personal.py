@@ -97,6 +97,7 @@ async def prepare(ctx: CallContext) -> ToolError | None:
     be had (a server store without a master secret): no personal value is then written anywhere."""
     try:
         await subject_key(ctx)
+        keys(ctx).index_digest("", "check")  # the index key too (derived from the same secret)
     except StoreError as exc:
         logger.error("personal tool %s refused: %s", ctx.call.name, exc)
         return ToolError(
