@@ -53,6 +53,7 @@ __all__ = [
     "looks_secret",
     "normalise_key",
     "normalise_value",
+    "require_storable",
     "to_datetime",
     "to_micros",
     "tombstone_digest",
@@ -404,7 +405,7 @@ def normalise_key(key: str) -> str:
     """`"Favourite Colour"` -> `favourite_colour`; raises UserError if nothing valid remains.
 
     Syntax only; the store also folds synonyms and spellings (`MemoryPolicy.canonical_key`)."""
-    norm = re.sub(r"[\s\-./]+", "_", require_text("key", key).strip().lower()).strip("_")
+    norm = re.sub(r"[\s\-./]+", "_", require_storable("key", key).strip().lower()).strip("_")
     if not _KEY_RE.fullmatch(norm):
         raise UserError(
             f"Memory key {key!r} is not valid: use 1-64 characters, a letter first, then letters, "
@@ -462,10 +463,26 @@ def tombstone_digest(secret: bytes, tenant: str, user: str, key: str, value_norm
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 
-def to_datetime(value: datetime | date | str | None, *, default: datetime) -> datetime:
+def require_storable(what: str, text: str) -> str:
+    """`text` if both backends can store it: valid Unicode (`require_text`) and no NUL character.
+
+    SQLite keeps a NUL inside TEXT, PostgreSQL refuses the whole statement with a driver error; a
+    `UserError` at the door says which argument is wrong, the same on both backends."""
+    require_text(what, text)
+    if "\x00" in text:
+        raise UserError(
+            f"Memory {what} contains a NUL character (position {text.index(chr(0))}); send text without it."
+        )
+    return text
+
+
+def to_datetime(
+    value: datetime | date | str | None, *, default: datetime, what: str = "valid_from"
+) -> datetime:
     """Accept a datetime, a date, an ISO-8601 string (`2026-01-05`) or None (default); return UTC.
 
-    Naive datetimes are taken as UTC.
+    Naive datetimes are taken as UTC. `what` names the argument in the `UserError` for a string
+    that is not a date, or a moment that has no UTC equivalent (year 9999 in a zone behind UTC).
     """
     if value is None:
         return default
@@ -474,14 +491,15 @@ def to_datetime(value: datetime | date | str | None, *, default: datetime) -> da
         try:
             value = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError as exc:
-            raise UserError(
-                f"valid_from {text!r} is not an ISO-8601 date or time, e.g. '2026-01-05'."
-            ) from exc
+            raise UserError(f"{what} {text!r} is not an ISO-8601 date or time, e.g. '2026-01-05'.") from exc
     if not isinstance(value, datetime):
         value = datetime(value.year, value.month, value.day)
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise UserError(f"{what} {value.isoformat()} is out of range in UTC.") from None
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 from ..exceptions import UserError
 from . import rules
 from .backend import Backend, Db
-from .identity import require_text
 from .model import (
     Candidate,
     Fact,
@@ -39,6 +38,7 @@ from .model import (
     fact_text,
     looks_secret,
     normalise_value,
+    require_storable,
     to_datetime,
     to_micros,
 )
@@ -114,11 +114,11 @@ def prepare(
     """Validate and normalise a candidate; a `UserError` says why it may not be stored."""
     if not user or not tenant:
         raise UserError("A memory write needs a non-empty user and tenant.")
-    require_text("user", user)
-    require_text("tenant", tenant)
-    require_text("source", candidate.source or "")
+    require_storable("user", user)
+    require_storable("tenant", tenant)
+    require_storable("source", candidate.source or "")
     key = policy.canonical_key(candidate.key)
-    value = " ".join(require_text("value", candidate.value).split())
+    value = " ".join(require_storable("value", candidate.value).split())
     if not value and not candidate.retract:
         raise UserError(f"Memory value for {key!r} is empty; to end a value use retract().")
     if len(value) > policy.max_value_chars:
