@@ -219,12 +219,20 @@ def load_episode_vectors(
     return [int(r[0]) for r in rows], [bytes(r[1]) for r in rows]
 
 
-def episodes_by_seq(db: Db, seqs: Sequence[int]) -> dict[int, Episode]:
-    """The stored episodes among `seqs`, by seq, with their linked fact ids."""
+def episodes_by_seq(
+    db: Db, seqs: Sequence[int], *, tenant: str | None = None, user: str | None = None
+) -> dict[int, Episode]:
+    """The stored episodes among `seqs`, by seq, with their linked fact ids (only the user's, when
+    `tenant` and `user` are given: a seq from a cache or a snapshot file is checked, not trusted)."""
     out: dict[int, Episode] = {}
+    scoped = tenant is not None and user is not None
+    where = " AND tenant = ? AND user_id = ?" if scoped else ""
     for chunk in chunks(list(seqs)):
         marks = ", ".join("?" * len(chunk))
-        for r in db.execute(f"SELECT {EPISODE_COLS} FROM memory_episodes WHERE seq IN ({marks})", chunk):
+        params = (*chunk, tenant, user) if scoped else tuple(chunk)
+        for r in db.execute(
+            f"SELECT {EPISODE_COLS} FROM memory_episodes WHERE seq IN ({marks}){where}", params
+        ):
             seq, episode = row_episode(r)
             out[seq] = episode
     _attach_links(db, list(out.values()))

@@ -134,13 +134,19 @@ def bump_version(
     return version
 
 
-def facts_by_seq(db: Db, seqs: list[int]) -> dict[int, Fact]:
-    """The *current* facts among `seqs`, by seq."""
+def facts_by_seq(
+    db: Db, seqs: list[int], *, tenant: str | None = None, user: str | None = None
+) -> dict[int, Fact]:
+    """The *current* facts among `seqs`, by seq (only the user's, when `tenant` and `user` are given:
+    a seq handed over by a cache or a snapshot file is checked against the rows, not trusted)."""
     out: dict[int, Fact] = {}
+    scoped = tenant is not None and user is not None
+    where = " AND tenant = ? AND user_id = ?" if scoped else ""
     for chunk in chunks(seqs):
         marks = ", ".join("?" * len(chunk))
+        params = (*chunk, tenant, user) if scoped else tuple(chunk)
         for r in db.execute(
-            f"SELECT {COLS} FROM memory_facts WHERE seq IN ({marks}) AND status = 'current'", chunk
+            f"SELECT {COLS} FROM memory_facts WHERE seq IN ({marks}) AND status = 'current'{where}", params
         ):
             seq, fact = row_fact(r)
             out[seq] = fact

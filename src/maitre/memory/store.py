@@ -70,7 +70,7 @@ from .episodes import (
 from .export import export_document
 from .extract import ConversationTurn, Extractor, RuleExtractor
 from .forget import erase
-from .identity import legacy_tombstone_digest, require_text, tombstone_digest
+from .identity import legacy_tombstone_digest, tombstone_digest
 from .keyfile import configured_secret, key_file_beside
 from .meta import check_embedder, embedder_identity, record_embedder, tombstone_keys
 from .model import (
@@ -87,6 +87,7 @@ from .model import (
     Summary,
     WriteOutcome,
     fact_text,
+    require_storable,
     to_datetime,
     to_micros,
 )
@@ -95,9 +96,9 @@ from .reads import current_values, facts_valid_at, key_history, user_facts, user
 from .retrieval import dense_search, query_terms, rank
 from .rows import bump_version, facts_by_seq
 from .search import Candidates, Fusion, answerable, fuse_weighted, rank_texts
-from .sqlite import SQLiteBackend, scope_token
+from .sqlite import SQLiteBackend
 from .summaries import load_summaries, store_summary
-from .vectors import VectorCache, VectorSnapshots, encode_vector
+from .vectors import VectorCache, VectorSnapshots, encode_vector, vector_scope
 from .writes import PreparedWrite, apply_one, likely_winners, prepare, reject_future
 
 if TYPE_CHECKING:
@@ -113,14 +114,17 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+
+
 _REINDEX_BATCH = 256
 """Facts embedded per batch by `reindex` (a progress display moves between batches)."""
 
 
 def _check_scope(tenant: str, user: str) -> None:
     """A `UserError` (not a driver's UnicodeEncodeError) for a tenant or user that is not valid text."""
-    require_text("tenant", tenant)
-    require_text("user", user)
+    require_storable("tenant", tenant)
+    require_storable("user", user)
 
 
 class MemoryStore:
@@ -347,7 +351,7 @@ class MemoryStore:
                 removed=[f"f{seq}" for seq in removed],
             )
         if not self.backend.native_vectors:
-            self._cache.apply(scope_token(tenant, user), new_version - 1, new_version, added, removed)
+            self._cache.apply(self._fact_scope(tenant, user), new_version - 1, new_version, added, removed)
         return outcomes
 
     @staticmethod
@@ -394,8 +398,8 @@ class MemoryStore:
         """
         _check_scope(tenant, user)
         for msg in messages:
-            require_text("message", msg.content or "")
-            require_text("message id", msg.id or "")
+            require_storable("message", msg.content or "")
+            require_storable("message id", msg.id or "")
         found = (extractor or RuleExtractor()).extract(messages)
         if inspect.isawaitable(found):
             close = getattr(found, "close", None)
@@ -419,7 +423,7 @@ class MemoryStore:
         for c in candidates:
             reject_future(c, now=now)
             for what, text in (("key", c.key), ("value", c.value), ("source", c.source or "")):
-                require_text(f"{what} of an extracted candidate", text)
+                require_storable(f"{what} of an extracted candidate", text)
         accepted = []
         for c in candidates:
             reason = self.check(user, c, tenant=tenant)
@@ -514,7 +518,7 @@ class MemoryStore:
                 ("role", episode.role),
                 ("source", episode.source),
             ):
-                require_text(what, text)
+                require_storable(what, text)
             if not episode.id:
                 raise UserError("An episode needs a non-empty id.")
             reject_future(
@@ -563,6 +567,8 @@ class MemoryStore:
     ) -> list[Episode]:
         """The user's episodes in time order (one session, or said in [after, before), if given)."""
         _check_scope(tenant, user)
+        if limit is not None and limit <= 0:  # SQLite reads LIMIT -1 as "all", Postgres refuses it
+            return []
         before_us, after_us = self._time_range(before, after, None)
         with self.backend.read() as db:
             return list_episodes(
@@ -577,7 +583,7 @@ class MemoryStore:
         The facts go the way of `delete`: rows and history, indexes, summaries, tombstones, and the
         other episodes that hold their values."""
         _check_scope(tenant, user)
-        require_text("episode id", episode_id)
+        require_storable("episode id", episode_id)
         with self.backend.write([f"{tenant}\x1f{user}"]) as db:
             rows = db.execute(
                 "SELECT seq FROM memory_episodes WHERE tenant = ? AND user_id = ? AND id = ?",
@@ -630,12 +636,16 @@ class MemoryStore:
                 last[session] = episode.text
 
     @staticmethod
+    def _fact_scope(tenant: str, user: str) -> str:
+        return vector_scope(tenant, user, "f")
+
+    @staticmethod
     def _episode_scope(tenant: str, user: str) -> str:
-        return scope_token(tenant, user) + "\x1fepisodes"
+        return vector_scope(tenant, user, "e")
 
     @staticmethod
     def _window_scope(tenant: str, user: str) -> str:
-        return scope_token(tenant, user) + "\x1fwindows"
+        return vector_scope(tenant, user, "w")
 
     def _time_range(
         self,
@@ -645,11 +655,11 @@ class MemoryStore:
     ) -> tuple[int | None, int | None]:
         """(before_us, after_us) for episodes: `as_of` means "said up to that moment"."""
         now = self._clock()
-        before_us = to_micros(to_datetime(before, default=now)) if before is not None else None
+        before_us = to_micros(to_datetime(before, default=now, what="before")) if before is not None else None
         if as_of is not None:
-            cut = to_micros(to_datetime(as_of, default=now)) + 1
+            cut = to_micros(to_datetime(as_of, default=now, what="as_of")) + 1
             before_us = cut if before_us is None else min(before_us, cut)
-        after_us = to_micros(to_datetime(after, default=now)) if after is not None else None
+        after_us = to_micros(to_datetime(after, default=now, what="after")) if after is not None else None
         return before_us, after_us
 
     # -- reading ----------------------------------------------------------------------------------
@@ -735,7 +745,7 @@ class MemoryStore:
         `after` keeps only facts that became true at or after a moment.
         """
         _check_scope(tenant, user)
-        require_text("query", query)
+        require_storable("query", query)
         if k <= 0:
             return []
         threshold = self.min_similarity if min_similarity is None else min_similarity
@@ -763,7 +773,7 @@ class MemoryStore:
                 user=user,
                 terms=terms,
                 query_vector=qvec,
-                scope=scope_token(tenant, user),
+                scope=self._fact_scope(tenant, user),
                 version=version,
                 dim=self.embedder_dim,
                 k=k,
@@ -772,11 +782,11 @@ class MemoryStore:
             )
             if not ranked:
                 return []
-            by_seq = facts_by_seq(db, [r.seq for r in ranked])
+            by_seq = facts_by_seq(db, [r.seq for r in ranked], tenant=tenant, user=user)
         return [
             Hit(fact=by_seq[r.seq], score=r.score, similarity=r.similarity, lexical=r.lexical)
             for r in ranked
-            if r.seq in by_seq and by_seq[r.seq].tenant == tenant and by_seq[r.seq].user == user
+            if r.seq in by_seq
         ]
 
     def search(
@@ -803,7 +813,7 @@ class MemoryStore:
         range; `as_of` (or `valid_at`) keeps episodes said up to that moment and the facts true then.
         """
         _check_scope(tenant, user)
-        require_text("query", query)
+        require_storable("query", query)
         if k <= 0:
             return []
         fusion = fusion or self.fusion
@@ -862,7 +872,7 @@ class MemoryStore:
                             ),
                             allowed=allowed,
                         )
-                top_lex = episodes_by_seq(db, [seq for seq, _ in lex[:10]])
+                top_lex = episodes_by_seq(db, [seq for seq, _ in lex[:10]], tenant=tenant, user=user)
                 texts = {seq: e.text for seq, e in top_lex.items()}
                 cands = Candidates(
                     lexical=[s for s, _ in lex], dense=dense["e"], window=dense["w"], texts=texts
@@ -880,9 +890,11 @@ class MemoryStore:
             if abstain and not answerable(terms, [c for _, c, _ in sources], fusion):
                 return []
             fused = fuse_weighted(sources, fusion=fusion, k=k)
-            episode_rows = episodes_by_seq(db, [seq for kind, seq, *_ in fused if kind == "episode"])
+            episode_rows = episodes_by_seq(
+                db, [seq for kind, seq, *_ in fused if kind == "episode"], tenant=tenant, user=user
+            )
             missing = [seq for kind, seq, *_ in fused if kind == "fact" and seq not in fact_objects]
-            fact_objects.update(facts_by_seq(db, missing))
+            fact_objects.update(facts_by_seq(db, missing, tenant=tenant, user=user))
         hits: list[MemoryHit] = []
         for kind, seq, score, sim, lexical in fused:
             if kind == "episode" and seq in episode_rows:
@@ -911,9 +923,14 @@ class MemoryStore:
     ) -> datetime | None:
         """The valid time a temporal fact query asks about (None: the current facts)."""
         now = self._clock()
-        moments = [to_datetime(m, default=now) for m in (valid_at, as_of) if m is not None]
+        moments = [
+            to_datetime(m, default=now, what=name)
+            for name, m in (("valid_at", valid_at), ("as_of", as_of))
+            if m is not None
+        ]
         if before is not None:
-            moments.append(to_datetime(before, default=now) - timedelta(microseconds=1))
+            cut = to_datetime(before, default=now, what="before")
+            moments.append(cut - timedelta(microseconds=1) if cut > _EARLIEST else cut)
         return min(moments) if moments else None
 
     def _fact_candidates(
@@ -940,14 +957,14 @@ class MemoryStore:
                     backend_kind=self.backend.kind,
                     tenant=tenant,
                     user=user,
-                    scope=scope_token(tenant, user),
+                    scope=self._fact_scope(tenant, user),
                     version=version,
                     dim=self.embedder_dim,
                     query=qvec,
                     limit=fusion.candidates,
                     load_all=lambda: self.backend.load_vectors(db, tenant, user, self.embedder_dim),
                 )
-        top = facts_by_seq(db, lex[:10])
+        top = facts_by_seq(db, lex[:10], tenant=tenant, user=user)
         return Candidates(
             lexical=lex, dense=dense, texts={s: fact_text(f.key, f.value) for s, f in top.items()}
         )
@@ -973,7 +990,7 @@ class MemoryStore:
             policy=self.policy,
             valid_at=moment or now,
             known_at=now,
-            after=to_datetime(after, default=now) if after is not None else None,
+            after=to_datetime(after, default=now, what="after") if after is not None else None,
         )
         found = sorted(found, key=lambda sf: (sf[1].valid_from, sf[0]))[-self._TEMPORAL_FACTS :]
         objects = dict(found)
@@ -1040,8 +1057,8 @@ class MemoryStore:
         summary cannot be trusted to have forgotten what it was built from.
         """
         _check_scope(tenant, user)
-        require_text("summary text", text)
-        require_text("summary kind", kind)
+        require_storable("summary text", text)
+        require_storable("summary kind", kind)
         if kind == "profile":
             raise UserError("The profile is built by the store; choose another kind.")
         summary = Summary(
@@ -1079,7 +1096,7 @@ class MemoryStore:
         """
         _check_scope(tenant, user)
         if value is not None:
-            require_text("value", value)
+            require_storable("value", value)
         key = self.policy.canonical_key(key)
         return self._delete(tenant, user, key=key, value=value)
 
@@ -1112,10 +1129,18 @@ class MemoryStore:
         return report
 
     def _after_forget(self, tenant: str, user: str) -> None:
-        """After a deletion committed: drop cached vectors, zero them in the snapshots, erase bytes."""
-        self._cache.invalidate(scope_token(tenant, user))
-        self._cache.invalidate(self._episode_scope(tenant, user))
-        self._cache.invalidate(self._window_scope(tenant, user))
+        """After a deletion committed: drop cached vectors, zero them in the snapshots, erase bytes.
+
+        Every snapshot of the user is reached: facts', episodes' turns and episodes' windows (the
+        windows hold a forgotten turn as much as the turn's own vector does); a snapshot with
+        nothing live left is removed."""
+        scopes = {
+            "f": self._fact_scope(tenant, user),
+            "e": self._episode_scope(tenant, user),
+            "w": self._window_scope(tenant, user),
+        }
+        for scope in scopes.values():
+            self._cache.invalidate(scope)
         self._text_vectors.clear()
         if self._snapshots is not None:
             with self.backend.read() as db:
@@ -1131,13 +1156,15 @@ class MemoryStore:
                         "SELECT seq FROM memory_episodes WHERE tenant = ? AND user_id = ?", (tenant, user)
                     )
                 }
-            for scope, live in (
-                (scope_token(tenant, user), live_f),
-                (self._episode_scope(tenant, user), live_e),
-            ):
+            for kind, scope in scopes.items():
+                live = live_f if kind == "f" else live_e
                 snap = self._snapshots.load(scope, self.embedder_dim)
-                if snap is not None:
-                    self._snapshots.zero(scope, [int(s) for s in snap[1].tolist() if int(s) not in live])
+                if snap is None:
+                    continue
+                gone = [int(s) for s in snap[1].tolist() if int(s) not in live]
+                self._snapshots.zero(scope, gone)  # in place: another process may map this file
+                if not live:
+                    self._snapshots.remove(scope)
         self.backend.after_delete()
 
     def wait_erased(self, timeout: float = 10.0) -> bool:

@@ -40,7 +40,7 @@ import numpy as np
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["VectorCache", "VectorSnapshots", "decode_vector", "encode_vector", "parse_log"]
+__all__ = ["VectorCache", "VectorSnapshots", "decode_vector", "encode_vector", "parse_log", "vector_scope"]
 
 
 def encode_vector(vec: NDArray[np.float32]) -> bytes:
@@ -257,15 +257,29 @@ def parse_log(
     return list(added), sorted(removed)
 
 
-_MAGIC = b"MAITREV1"
-_HEADER = 32  # magic, version, rows, dim: 8 bytes each
+_MAGIC = b"MAITREV2"
+_OLD_MAGICS = (b"MAITREV1",)
+_KEY_DIGEST = 16
+_HEADER = 8 + _KEY_DIGEST + 24  # magic, key digest, then version, rows, dim: 8 bytes each
+
+
+def vector_scope(tenant: str, user: str, kind: str) -> str:
+    """The cache and snapshot key of one (tenant, user)'s vectors of one kind (`f`, `e`, `w`).
+
+    Length-prefixed, so no two (tenant, user) pairs share one: joining them with a separator let
+    tenant `a` / user `b\x1fc` and tenant `a\x1fb` / user `c` read each other's cached matrix."""
+    return f"{kind}:{len(tenant)}:{tenant}:{len(user)}:{user}"
+
+
+def _key_digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()[:_KEY_DIGEST]
 
 
 class VectorSnapshots:
     """Per-scope vector matrices persisted as files and memory-mapped: a cold start reads no BLOBs.
 
-    One file per (scope, kind) in `directory`, `<sha256>.vec`: a 32-byte header (magic, the user's
-    version counter the matrix is at, rows, dim), the seqs (int64) and the matrix (float32), so one
+    One file per (scope, kind) in `directory`, `<sha256>.vec`: a 48-byte header (magic, a digest of the
+    scope key, the user's version counter the matrix is at, rows, dim), the seqs (int64) and the matrix (float32), so one
     `np.memmap` opens 100,000 rows in well under a millisecond, and the search reads the pages it
     needs from the OS page cache, shared by every process on the host. The version in the header
     keys it: a reader applies the vector log from there (`parse_log`), or reloads if the log has
@@ -275,32 +289,69 @@ class VectorSnapshots:
     Forgetting must reach these copies too: after a deletion commits, `zero` overwrites the rows of
     the deleted seqs in place (any process mapping the file sees zeros), and a writer that renames a
     new snapshot zeroes the rows deleted after the version it was built at (`zero` again), so a
-    deletion racing a snapshot still reaches it."""
+    deletion racing a snapshot still reaches it.
+
+    A file is trusted only as far as its header agrees with it: the key digest must be this
+    scope's (a file copied from another user's name is not read), and the file's size must be
+    exactly what the header's rows and dim say (a truncated or tampered file is not read, and a
+    header claiming 2**60 rows allocates nothing). Any other file is removed, so the next full
+    load writes a good one: files of an older layout (`MAITREV1`, keyed by a scope token that two
+    (tenant, user) pairs could share) go when the directory is first used."""
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
+        self._swept = False
 
     def path(self, key: str) -> Path:
-        return self.directory / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".vec")
+        return self.directory / (
+            hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".vec"
+        )
+
+    def _header(self, fh: Any, key: str, size: int) -> tuple[int, int, int] | None:
+        """(version, rows, dim) if the open file's header is this key's and matches its size."""
+        header = fh.read(_HEADER)
+        if len(header) < _HEADER or header[:8] != _MAGIC or header[8 : 8 + _KEY_DIGEST] != _key_digest(key):
+            return None
+        version, rows, dim = struct.unpack("<qqq", header[8 + _KEY_DIGEST :])
+        if rows < 0 or dim <= 0 or size != _HEADER + rows * (8 + 4 * dim):
+            return None
+        return version, rows, dim
+
+    def _sweep(self) -> None:
+        """Once per directory: remove snapshot files of an older layout (never read again)."""
+        if self._swept:
+            return
+        self._swept = True
+        for path in self.directory.glob("*.vec"):
+            with contextlib.suppress(OSError), path.open("rb") as fh:
+                magic = fh.read(8)
+            with contextlib.suppress(OSError):
+                if magic in _OLD_MAGICS:
+                    path.unlink()
 
     def load(self, key: str, dim: int) -> tuple[int, NDArray[np.int64], NDArray[np.float32]] | None:
-        """(version, seqs, read-only mapped matrix) of the scope's snapshot, or None."""
+        """(version, seqs, read-only mapped matrix) of the scope's snapshot, or None.
+
+        A file that is not this scope's valid snapshot is removed (the next full load rewrites it)."""
+        self._sweep()
         path = self.path(key)
         try:
             with path.open("rb") as fh:
-                header = fh.read(_HEADER)
-                if len(header) < _HEADER or header[:8] != _MAGIC:
+                header = self._header(fh, key, os.fstat(fh.fileno()).st_size)
+                if header is None:
+                    fh.close()
+                    self.remove(key)
                     return None
-                version, rows, width = struct.unpack("<qqq", header[8:])
-                if width != dim or rows < 0:
+                if header[2] != dim:  # another embedder's (a reindex removes those)
                     return None
+                version, rows, _ = header
                 seqs = np.frombuffer(fh.read(8 * rows), dtype="<i8").astype(np.int64)
             if len(seqs) != rows:
                 return None
             if rows == 0:
                 return version, seqs, np.zeros((0, dim), dtype=np.float32)
             matrix = np.memmap(path, dtype="<f4", mode="r", offset=_HEADER + 8 * rows, shape=(rows, dim))
-        except (OSError, ValueError, struct.error):
+        except (OSError, ValueError, OverflowError, MemoryError, struct.error):
             return None
         return version, seqs, matrix
 
@@ -311,7 +362,7 @@ class VectorSnapshots:
         fd, tmp = tempfile.mkstemp(prefix=path.stem, suffix=".tmp", dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(_MAGIC + struct.pack("<qqq", version, len(seqs), matrix.shape[1]))
+                fh.write(_MAGIC + _key_digest(key) + struct.pack("<qqq", version, len(seqs), matrix.shape[1]))
                 fh.write(np.asarray(seqs, dtype="<i8").tobytes())
                 fh.write(np.asarray(matrix, dtype="<f4").tobytes())
                 fh.flush()
@@ -325,16 +376,21 @@ class VectorSnapshots:
         return path
 
     def zero(self, key: str, seqs: Sequence[int]) -> int:
-        """Overwrite the rows of `seqs` in the scope's snapshot with zeros; how many were found."""
+        """Overwrite the rows of `seqs` in the scope's snapshot with zeros; how many were found.
+
+        A file that is not this scope's valid snapshot cannot be trusted to hold the rows where
+        its header says: it is removed instead (and counted as nothing found)."""
         if not seqs:
             return 0
         path = self.path(key)
         try:
             with path.open("r+b") as fh:
-                header = fh.read(_HEADER)
-                if len(header) < _HEADER or header[:8] != _MAGIC:
+                header = self._header(fh, key, os.fstat(fh.fileno()).st_size)
+                if header is None:
+                    fh.close()
+                    self.remove(key)
                     return 0
-                _, rows, dim = struct.unpack("<qqq", header[8:])
+                _, rows, dim = header
                 stored = np.frombuffer(fh.read(8 * rows), dtype="<i8")
                 hits = np.flatnonzero(np.isin(stored, np.asarray(list(seqs), dtype=np.int64)))
                 zeros = bytes(4 * dim)
@@ -346,6 +402,11 @@ class VectorSnapshots:
                 return len(hits)
         except FileNotFoundError:
             return 0
+
+    def remove(self, key: str) -> None:
+        """Delete the scope's snapshot file, if any (a user with no vectors left, a bad file)."""
+        with contextlib.suppress(OSError):
+            self.path(key).unlink()
 
     def remove_all(self) -> None:
         """Delete every snapshot file (after a reindex: they hold the old embedder's vectors)."""
