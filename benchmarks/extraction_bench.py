@@ -19,7 +19,9 @@ available: `MAITRE_BENCH_MODEL` = a local server URL (`http://127.0.0.1:8080/v1`
 OpenAI-compatible server; `URL#MODEL` names the model), or `anthropic[:MODEL]`, `openai[:MODEL]`;
 without it, `ANTHROPIC_API_KEY` or `OPENAI_API_KEY` in the environment picks that provider. With
 none, the row says "not run: no model". `MAITRE_BENCH_MODEL_LIMIT=N` runs the model on the first N
-conversations of each part only (a CPU model), with the rule extractor's row on the same N beside it.
+conversations of each part only (a CPU model), with the rule extractor's row on the same N beside it;
+`MAITRE_BENCH_MODEL_ASK=text` asks for the JSON as text instead of through the tool (a small model
+that answers rather than calls).
 The scripted model is not a row: it tests parsing in CI, not
 quality.
 
@@ -368,7 +370,10 @@ async def run(split: str, *, verbose: bool) -> dict[str, Scores | None]:
     if model is not None:
         from maitre.memory.model_extractor import ModelExtractor
 
-        extractor = ModelExtractor(model, max_output_tokens=1024)
+        ask = "text" if os.environ.get("MAITRE_BENCH_MODEL_ASK") == "text" else "tool"
+        extractor = ModelExtractor(model, max_output_tokens=1024, ask_with=ask)
+        if ask == "text":
+            label = f"{label}, JSON as text"
         subset = conversations
         limit = int(os.environ.get("MAITRE_BENCH_MODEL_LIMIT", "0") or 0)
         if limit and limit < len(conversations):  # a CPU model: the first N conversations only

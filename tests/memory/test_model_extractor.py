@@ -133,6 +133,15 @@ async def test_a_json_text_reply_works_for_models_without_tool_calls() -> None:
     assert summary(found) == EXPECTED
 
 
+async def test_ask_with_text_offers_no_tool_and_reads_the_json_reply() -> None:
+    model = scripted(json.dumps({"facts": GOOD}))
+    found = await ModelExtractor(model, ask_with="text").extract(turns())
+    assert summary(found) == EXPECTED
+    request = model.requests[0]
+    assert request.tools == []
+    assert "Reply with only the JSON object" in request.messages[0].content  # type: ignore[union-attr]
+
+
 async def test_the_older_complete_function_hook_still_works() -> None:
     prompts: list[str] = []
 
@@ -257,6 +266,8 @@ def test_the_schema_given_to_the_model_is_valid_and_self_contained() -> None:
 def test_bad_arguments_are_refused() -> None:
     with pytest.raises(Exception, match="on_invalid"):
         ModelExtractor(scripted(""), on_invalid="ignore")  # type: ignore[arg-type]
+    with pytest.raises(Exception, match="ask_with"):
+        ModelExtractor(scripted(""), ask_with="grammar")  # type: ignore[arg-type]
     with pytest.raises(Exception, match="needs a maitre Model"):
         ModelExtractor(42)  # type: ignore[arg-type]
 

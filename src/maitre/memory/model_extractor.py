@@ -224,6 +224,8 @@ class ModelExtractor:
         include_assistant: show the assistant's turns to the model as context (the default: "No,
             peanuts are fine" needs the question it answers). False leaves them out, for hosts whose
             assistant turns may repeat untrusted tool output; they are never citable either way.
+        ask_with: `"tool"` (the default) offers the `record_facts` tool; `"text"` offers no tool and
+            asks for the JSON object as the reply's text (a model that answers rather than call).
     """
 
     def __init__(
@@ -235,9 +237,12 @@ class ModelExtractor:
         max_turns: int = 60,
         max_output_tokens: int = 4096,
         include_assistant: bool = True,
+        ask_with: Literal["tool", "text"] = "tool",
     ) -> None:
         if on_invalid not in ("skip", "raise"):
             raise UserError(f"on_invalid must be 'skip' or 'raise', not {on_invalid!r}")
+        if ask_with not in ("tool", "text"):
+            raise UserError(f"ask_with must be 'tool' or 'text', not {ask_with!r}")
         if max_turns < 1:
             raise UserError("max_turns must be at least 1")
         is_model = hasattr(model, "complete") and isinstance(getattr(model, "name", None), str)
@@ -253,6 +258,7 @@ class ModelExtractor:
         self.max_turns = max_turns
         self.max_output_tokens = max_output_tokens
         self.include_assistant = include_assistant
+        self.ask_with = ask_with
         self.stats = ExtractionStats()
         self._tool: Tool | None = None
 
@@ -279,8 +285,13 @@ class ModelExtractor:
         return (
             "Conversation (JSON lines):\n"
             + "\n".join(lines)
-            + "\n\nDo not answer the conversation. Call record_facts with the durable facts about the"
-            " user that the user turns above state (an empty list if none)."
+            + (
+                "\n\nDo not answer the conversation. Call record_facts with the durable facts about"
+                " the user that the user turns above state (an empty list if none)."
+                if getattr(self, "ask_with", "tool") == "tool"
+                else '\n\nDo not answer the conversation. Reply with only the JSON object {"facts":'
+                " [...]} holding the durable facts about the user that the user turns above state."
+            )
         )
 
     def prompt(self, messages: Sequence[ConversationTurn]) -> str:
@@ -336,7 +347,7 @@ class ModelExtractor:
             response = await self._model.complete(
                 ModelRequest(
                     messages=[UserMessage(content=self.conversation_text(window))],
-                    tools=[self.tool()],
+                    tools=[self.tool()] if self.ask_with == "tool" else [],
                     system=SYSTEM_PROMPT,
                     max_output_tokens=self.max_output_tokens,
                 )
