@@ -433,3 +433,36 @@ def test_abstention_on_an_empty_store_and_on_other_peoples_memory(
     seed(store, "maya")
     assert store.search("nobody", f"moved to {MARK}", abstain=False) == []
     assert store.search("maya", "what is my blood type?") == [], "abstains on the unanswerable"
+
+
+# -- a replay after a forget ----------------------------------------------------------------------------
+
+
+def test_a_replayed_conversation_does_not_bring_a_forgotten_episode_back(
+    make_store: StoreFactory, clock: Clock
+) -> None:
+    from maitre.memory import ConversationTurn
+
+    store = make_store(clock=clock)
+    said = [
+        ConversationTurn(role="user", content=f"I live in {MARK} now.", id="m1"),
+        ConversationTurn(role="user", content="The bins go out on Tuesday.", id="m2"),
+    ]
+    store.remember("maya", said, episodes=True)
+    report = store.delete("maya", "city", MARK)
+    assert report.facts == 1 and report.episodes == 1
+    outcomes = store.remember("maya", said, episodes=True)  # the same conversation, replayed
+    assert [str(o.action) for o in outcomes] == ["blocked"]
+    assert [e.id for e in store.episodes("maya")] == ["m2"]
+    for hit in store.search("maya", f"where do I live {MARK}", abstain=False):
+        assert MARK not in (hit.episode.text if hit.episode else hit.fact.value)  # type: ignore[union-attr]
+    # The same words under another id (an import that mints new ids) stay forgotten too...
+    assert store.add_episodes("maya", [ep("other-id", f"I live in {MARK} now.")]) == []
+    # ... while something new is stored as usual, and one episode forgotten alone stays forgotten.
+    assert [e.id for e in store.add_episodes("maya", [ep("m3", "We got a cat.")])] == ["m3"]
+    store.delete_episode("maya", "m3", facts=False)
+    assert store.add_episodes("maya", [ep("m3", "We got a cat.")]) == []
+    store.delete_user("maya")
+    assert store.add_episodes("maya", [ep("m2", "The bins go out on Tuesday.")]) == []
+    assert [e.id for e in store.add_episodes("maya", [ep("m4", "Hello again.")])] == ["m4"]
+    assert store.add_episodes("tom", [ep("m1", f"I live in {MARK} now.")]), "another user's turn is his own"

@@ -22,7 +22,7 @@ dialect (`sqlite` / `postgres`) where the full-text statements differ.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from maitre.storage.engine.sqlite import scope_token
@@ -30,11 +30,12 @@ from maitre.storage.engine.sqlite import scope_token
 from .backend import Db
 from .identity import value_identity
 from .model import Episode, from_micros, normalise_value, to_micros
-from .rows import chunks
+from .rows import chunks, tombstoned
 
 __all__ = [
     "CONTEXT_WEIGHT",
     "EPISODE_COLS",
+    "EpisodeDigests",
     "delete_episodes",
     "episode_lexical",
     "episode_text",
@@ -90,8 +91,10 @@ def insert_episodes(
     vectors: Sequence[tuple[bytes, bytes]],
     *,
     recorded_us: int,
+    tombstones: EpisodeDigests | None = None,
 ) -> list[tuple[int, Episode]]:
-    """Store new episodes with their (turn, window) vectors; an id the user already has is skipped.
+    """Store new episodes with their (turn, window) vectors; an id the user already has is skipped,
+    and so is a forgotten episode (its id or its text has a tombstone, see `delete_episodes`).
 
     Returns the (seq, episode) stored."""
     stored: list[tuple[int, Episode]] = []
@@ -100,7 +103,7 @@ def insert_episodes(
             "SELECT 1 FROM memory_episodes WHERE tenant = ? AND user_id = ? AND id = ?",
             (episode.tenant, episode.user, episode.id),
         )
-        if exists:
+        if exists or (tombstones is not None and tombstoned(db, tombstones(episode.id, episode.text))):
             continue
         body = episode.text
         values = (
@@ -327,17 +330,41 @@ def episodes_holding(db: Db, tenant: str, user: str, values: Sequence[str]) -> s
     return out
 
 
-def delete_episodes(db: Db, kind: str, tenant: str, user: str, seqs: Sequence[int]) -> list[str]:
-    """Delete episodes (rows, full-text entries and links); returns the ids deleted."""
+EpisodeDigests = Callable[[str, str], Sequence[str]]
+"""`(episode id, text) -> tombstone digests` standing for a forgotten episode (`MemoryStore`'s HMAC)."""
+
+
+def delete_episodes(
+    db: Db,
+    kind: str,
+    tenant: str,
+    user: str,
+    seqs: Sequence[int],
+    *,
+    tombstones: EpisodeDigests | None = None,
+    now_us: int = 0,
+) -> list[str]:
+    """Delete episodes (rows, full-text entries and links); returns the ids deleted.
+
+    With `tombstones`, each deleted episode leaves the digests of its id and its text in
+    `memory_tombstones`, so replaying the same conversation (`remember(episodes=True)` again, an
+    import) cannot store the forgotten turn back (`insert_episodes` checks them)."""
     ids: list[str] = []
     for chunk in chunks(sorted(seqs)):
         marks = ", ".join("?" * len(chunk))
         rows = db.execute(
-            f"SELECT id FROM memory_episodes WHERE tenant = ? AND user_id = ? AND seq IN ({marks})",
+            f"SELECT id, text FROM memory_episodes WHERE tenant = ? AND user_id = ? AND seq IN ({marks})",
             (tenant, user, *chunk),
         )
         found = [r[0] for r in rows]
         ids += found
+        if tombstones is not None:
+            for digest in sorted({d for episode_id, text in rows for d in tombstones(episode_id, text)}):
+                db.execute(
+                    "INSERT INTO memory_tombstones (digest, created_at) VALUES (?, ?) "
+                    "ON CONFLICT (digest) DO NOTHING",
+                    (digest, now_us),
+                )
         if kind != "postgres":
             db.execute(f"DELETE FROM memory_episodes_fts WHERE rowid IN ({marks})", chunk)
         db.execute(

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from .backend import Backend, Db
-from .episodes import delete_episodes, episodes_holding, episodes_linked
+from .episodes import EpisodeDigests, delete_episodes, episodes_holding, episodes_linked
 from .identity import value_identity
 from .model import DeleteReport, Fact, MemoryPolicy, Status, fact_text, from_micros, normalise_value
 from .profile import PROFILE_ID, rebuild_profile
@@ -54,11 +54,13 @@ def erase(
     digest: Callable[[Fact], list[str]],
     now_us: int,
     ids: Sequence[str] | None = None,
+    episode_digest: EpisodeDigests | None = None,
 ) -> DeleteReport:
     """Forget `key` (or one `value` of it, or everything when `key` is None) for one user.
 
     With `ids`, only the facts with those ids (and `key` is ignored): forgetting an episode
-    forgets the facts extracted from it."""
+    forgets the facts extracted from it. `episode_digest` gives the tombstones each forgotten
+    episode leaves (so a replayed conversation cannot store it back)."""
     by_ids = ids is not None
     if ids is not None:
         rows = []
@@ -96,7 +98,9 @@ def erase(
         episode_seqs = episodes_linked(db, tenant, user, [f.id for _, f in found]) | episodes_holding(
             db, tenant, user, values
         )
-    removed_episodes = delete_episodes(db, backend.kind, tenant, user, sorted(episode_seqs))
+    removed_episodes = delete_episodes(
+        db, backend.kind, tenant, user, sorted(episode_seqs), tombstones=episode_digest, now_us=now_us
+    )
     if not found:
         if removed_episodes:
             bump_version(db, tenant, user, removed=[f"e{s}" for s in sorted(episode_seqs)])

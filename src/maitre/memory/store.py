@@ -116,6 +116,10 @@ def _utcnow() -> datetime:
 
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
 
+# The tombstone "keys" of forgotten episodes: no fact key can be spelled with a space and a colon.
+_EPISODE_ID_KEY = "episode: id"
+_EPISODE_TEXT_KEY = "episode: text"
+
 
 _REINDEX_BATCH = 256
 """Facts embedded per batch by `reindex` (a progress display moves between batches)."""
@@ -442,6 +446,18 @@ class MemoryStore:
             )
         return digests
 
+    def _episode_digests_for(self, tenant: str, user: str) -> Callable[[str, str], list[str]]:
+        """The tombstone digests a forgotten episode of this user leaves: its id and its text
+        (`maitre.memory.episodes.delete_episodes`), keyed like the facts' (`tombstone_digest`)."""
+
+        def digests(episode_id: str, text: str) -> list[str]:
+            return [
+                tombstone_digest(self._secret, tenant, user, _EPISODE_ID_KEY, episode_id),
+                tombstone_digest(self._secret, tenant, user, _EPISODE_TEXT_KEY, text),
+            ]
+
+        return digests
+
     def _embed_needed(self, prepared: list[PreparedWrite], unforget: bool) -> dict[str, NDArray[np.float32]]:
         """Embed, outside any transaction, the texts of candidates that look likely to become current.
 
@@ -537,7 +553,14 @@ class MemoryStore:
         )
         blobs = [(encode_vector(matrix[i]), encode_vector(matrix[n + i])) for i in range(n)]
         with self.backend.write([f"{tenant}\x1f{user}"]) as db:
-            stored = insert_episodes(db, self.backend.kind, episodes, blobs, recorded_us=to_micros(now))
+            stored = insert_episodes(
+                db,
+                self.backend.kind,
+                episodes,
+                blobs,
+                recorded_us=to_micros(now),
+                tombstones=self._episode_digests_for(tenant, user),
+            )
             if stored:
                 version = bump_version(db, tenant, user, added=[f"e{seq}" for seq, _ in stored])
         if stored:
@@ -608,9 +631,18 @@ class MemoryStore:
                     ids=linked,
                     policy=self.policy,
                     digest=self._digest,
+                    episode_digest=self._episode_digests_for(tenant, user),
                     now_us=to_micros(self._clock()),
                 )
-            removed = delete_episodes(db, self.backend.kind, tenant, user, [int(r[0]) for r in rows])
+            removed = delete_episodes(
+                db,
+                self.backend.kind,
+                tenant,
+                user,
+                [int(r[0]) for r in rows],
+                tombstones=self._episode_digests_for(tenant, user),
+                now_us=to_micros(self._clock()),
+            )
             if removed:  # still there (no linked facts, or `facts=False`): log it for other caches
                 bump_version(db, tenant, user, removed=[f"e{int(r[0])}" for r in rows])
             report.episodes += len(removed)
@@ -1116,6 +1148,7 @@ class MemoryStore:
                 value=value,
                 policy=self.policy,
                 digest=self._digest,
+                episode_digest=self._episode_digests_for(tenant, user),
                 now_us=to_micros(self._clock()),
             )
         if report.facts or report.episodes:
