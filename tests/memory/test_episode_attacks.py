@@ -50,6 +50,12 @@ def owner(hit: object) -> tuple[str, str]:
     return item.tenant, item.user  # type: ignore[union-attr]
 
 
+def scope(store: MemoryStore, user: str, kind: str) -> str:
+    """The store's cache and snapshot key of one user's vectors of one kind."""
+    keys = {"f": store._fact_scope, "e": store._episode_scope, "w": store._window_scope}
+    return keys[kind]("default", user)
+
+
 def seed(store: MemoryStore, user: str, tenant: str = "default") -> None:
     store.add_episodes(
         user,
@@ -125,9 +131,9 @@ def test_a_snapshot_copied_from_another_user_is_not_read(
     assert store.search("maya", f"moved to {MARK}", abstain=False)
     snaps = VectorSnapshots(tmp_path / "m.db.vectors")
     for kind in "few":
-        src = snaps.path(vector_scope("default", "maya", kind))
+        src = snaps.path(scope(store, "maya", kind))
         if src.exists():
-            shutil.copy(src, snaps.path(vector_scope("default", "tom", kind)))
+            shutil.copy(src, snaps.path(scope(store, "tom", kind)))
     fresh = _sqlite(tmp_path, clock)
     hits = fresh.search("tom", f"moved to {MARK} garden", abstain=False)
     assert {owner(h) for h in hits} <= {("default", "tom")}
@@ -138,7 +144,7 @@ def test_a_snapshot_copied_from_another_user_is_not_read(
             "SELECT seq FROM memory_episodes WHERE user_id = 'tom'"
         )
     }
-    loaded = VectorSnapshots(tmp_path / "m.db.vectors").load(vector_scope("default", "tom", "e"), 256)
+    loaded = VectorSnapshots(tmp_path / "m.db.vectors").load(scope(store, "tom", "e"), 256)
     assert loaded is None or set(loaded[1].tolist()) <= toms, "the foreign file is not tom's snapshot"
 
 
@@ -221,7 +227,7 @@ def test_a_bad_snapshot_is_rebuilt(tmp_path: Path, clock: Clock, small_snapshots
     assert not old_layout.exists(), "a file of the older layout is removed"
     snaps = VectorSnapshots(tmp_path / "m.db.vectors")
     for kind in "ew":
-        loaded = snaps.load(vector_scope("default", "maya", kind), 256)
+        loaded = snaps.load(scope(fresh, "maya", kind), 256)
         assert loaded is not None and len(loaded[1]) == 2, f"the {kind} snapshot was rewritten"
 
 
@@ -334,7 +340,7 @@ def test_two_processes_write_while_a_third_reads_and_no_forgotten_vector_stays(
     # No cached row of the reader's still holds a forgotten episode's vector.
     gone = {int(r[0]) for r in sqlite3.connect(db).execute("SELECT seq FROM memory_episodes")}
     for kind in "ew":
-        rows = reader._cache.rows(vector_scope("default", "maya", kind))
+        rows = reader._cache.rows(scope(reader, "maya", kind))
         if rows is not None:
             assert set(rows[1].tolist()) <= gone
     notes = reader.search("maya", "note 7 about the allotment", abstain=False)
@@ -466,3 +472,24 @@ def test_a_replayed_conversation_does_not_bring_a_forgotten_episode_back(
     assert store.add_episodes("maya", [ep("m2", "The bins go out on Tuesday.")]) == []
     assert [e.id for e in store.add_episodes("maya", [ep("m4", "Hello again.")])] == ["m4"]
     assert store.add_episodes("tom", [ep("m1", f"I live in {MARK} now.")]), "another user's turn is his own"
+
+
+def test_snapshots_of_a_replaced_database_are_not_read(
+    tmp_path: Path, clock: Clock, small_snapshots: None
+) -> None:
+    first = _sqlite(tmp_path, clock)
+    seed(first, "maya")
+    first.search("maya", "garden", abstain=False)
+    first.retrieve("maya", "city")
+    assert _snap_files(tmp_path)
+    first.close()
+    for suffix in ("", "-wal", "-shm"):  # the database is replaced; its .vectors/ directory stays
+        Path(f"{tmp_path / 'm.db'}{suffix}").unlink(missing_ok=True)
+    second = _sqlite(tmp_path, clock)
+    second.add_episodes("maya", [ep("c1", "I like tea with honey."), ep("c2", "Biscuits are fine.")])
+    second.write("maya", "drink", "tea", valid_from="2026-02-01")  # version 3, as before
+    hits = second.search("maya", "tea with honey", abstain=False)
+    assert hits and hits[0].id == "c1"
+    assert hits[0].similarity is not None and hits[0].similarity > 0.5, "ranked by its own vector"
+    facts = second.retrieve("maya", "drink tea")
+    assert facts and facts[0].similarity is not None and facts[0].similarity > 0.3

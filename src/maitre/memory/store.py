@@ -186,6 +186,7 @@ class MemoryStore:
         self._lock = threading.Lock()
         self.backend.setup(self.embedder_dim)
         self._secret, self._legacy_tombstones = self._init_secret(secret, secret_file)
+        self._epoch = self._database_epoch()
 
     # -- construction helpers -------------------------------------------------------------------
 
@@ -235,6 +236,22 @@ class MemoryStore:
         if keys.moved_out:
             self.backend.after_delete()  # the old in-database secret leaves the WAL and the file too
         return keys.secret, keys.legacy
+
+    def _database_epoch(self) -> str:
+        """A random id of this database (`memory_meta.vector_epoch`, made once): the vector caches
+        and snapshots are keyed by it, so the `.vectors/` files of a database that was deleted and
+        created again at the same path (its seqs and versions start over) are never read as its."""
+        read = "SELECT value FROM memory_meta WHERE name = 'vector_epoch'"
+        with self.backend.read() as db:
+            rows = db.execute(read)
+        if not rows:
+            with self.backend.write(["maitre-memory-meta"]) as db:
+                db.execute(
+                    "INSERT INTO memory_meta (name, value) VALUES ('vector_epoch', ?) ON CONFLICT (name) DO NOTHING",
+                    (uuid.uuid4().hex,),
+                )
+                rows = db.execute(read)
+        return str(rows[0][0])
 
     def _check_embedder(self) -> None:
         if self._embedder_checked:
@@ -667,17 +684,16 @@ class MemoryStore:
             if session:
                 last[session] = episode.text
 
-    @staticmethod
-    def _fact_scope(tenant: str, user: str) -> str:
-        return vector_scope(tenant, user, "f")
+    def _fact_scope(self, tenant: str, user: str) -> str:
+        """The cache and snapshot key of the user's fact vectors (episodes: `_episode_scope`, their
+        windows: `_window_scope`), in this database (`_database_epoch`)."""
+        return f"{self._epoch}/{vector_scope(tenant, user, 'f')}"
 
-    @staticmethod
-    def _episode_scope(tenant: str, user: str) -> str:
-        return vector_scope(tenant, user, "e")
+    def _episode_scope(self, tenant: str, user: str) -> str:
+        return f"{self._epoch}/{vector_scope(tenant, user, 'e')}"
 
-    @staticmethod
-    def _window_scope(tenant: str, user: str) -> str:
-        return vector_scope(tenant, user, "w")
+    def _window_scope(self, tenant: str, user: str) -> str:
+        return f"{self._epoch}/{vector_scope(tenant, user, 'w')}"
 
     def _time_range(
         self,
