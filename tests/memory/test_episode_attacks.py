@@ -493,3 +493,23 @@ def test_snapshots_of_a_replaced_database_are_not_read(
     assert hits[0].similarity is not None and hits[0].similarity > 0.5, "ranked by its own vector"
     facts = second.retrieve("maya", "drink tea")
     assert facts and facts[0].similarity is not None and facts[0].similarity > 0.3
+
+
+def test_a_temporary_snapshot_left_by_a_killed_writer_is_removed(
+    tmp_path: Path, clock: Clock, small_snapshots: None
+) -> None:
+    store = _sqlite(tmp_path, clock)
+    seed(store, "maya")
+    store.search("maya", "garden", abstain=False)
+    directory = tmp_path / "m.db.vectors"
+    left = directory / "0123abcd.tmp"  # a writer killed between write and rename
+    left.write_bytes(next(iter(_snap_files(tmp_path))).read_bytes())
+    os.utime(left, (1_000_000_000, 1_000_000_000))
+    fresh = directory / "fresh.tmp"  # a writer at work right now: left alone
+    fresh.write_bytes(b"x")
+    store.delete("maya", "city", MARK)
+    assert not left.exists() and fresh.exists()
+    left.write_bytes(b"y")
+    os.utime(left, (1_000_000_000, 1_000_000_000))
+    _sqlite(tmp_path, clock).search("maya", "garden", abstain=False)  # a new process sweeps too
+    assert not left.exists()

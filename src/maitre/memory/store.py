@@ -1214,6 +1214,7 @@ class MemoryStore:
                 self._snapshots.zero(scope, gone)  # in place: another process may map this file
                 if not live:
                     self._snapshots.remove(scope)
+            self._snapshots.sweep_temporary()
         self.backend.after_delete()
 
     def wait_erased(self, timeout: float = 10.0) -> bool:

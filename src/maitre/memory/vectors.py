@@ -30,6 +30,7 @@ import os
 import struct
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -261,6 +262,8 @@ _MAGIC = b"MAITREV2"
 _OLD_MAGICS = (b"MAITREV1",)
 _KEY_DIGEST = 16
 _HEADER = 8 + _KEY_DIGEST + 24  # magic, key digest, then version, rows, dim: 8 bytes each
+_STALE_TMP_S = 60.0
+"""A temporary snapshot file this old was left by a writer that died before its rename."""
 
 
 def vector_scope(tenant: str, user: str, kind: str) -> str:
@@ -318,7 +321,8 @@ class VectorSnapshots:
         return version, rows, dim
 
     def _sweep(self) -> None:
-        """Once per directory: remove snapshot files of an older layout (never read again)."""
+        """Once per directory: remove snapshot files of an older layout (never read again) and
+        stale temporary files (`sweep_temporary`)."""
         if self._swept:
             return
         self._swept = True
@@ -328,6 +332,19 @@ class VectorSnapshots:
             with contextlib.suppress(OSError):
                 if magic in _OLD_MAGICS:
                     path.unlink()
+        self.sweep_temporary()
+
+    def sweep_temporary(self, older_than_s: float = _STALE_TMP_S) -> int:
+        """Remove temporary files a killed writer left (`save` renames its own at once): they hold
+        vectors that no forget would ever zero. Returns how many were removed."""
+        cutoff = time.time() - older_than_s
+        removed = 0
+        for path in self.directory.glob("*.tmp"):
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += 1
+        return removed
 
     def load(self, key: str, dim: int) -> tuple[int, NDArray[np.int64], NDArray[np.float32]] | None:
         """(version, seqs, read-only mapped matrix) of the scope's snapshot, or None.
