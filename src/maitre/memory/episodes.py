@@ -30,7 +30,7 @@ from maitre.storage.engine.sqlite import scope_token
 from .backend import Db
 from .identity import value_identity
 from .model import Episode, from_micros, normalise_value, to_micros
-from .rows import chunks, tombstoned
+from .rows import add_tombstones, chunks, tombstoned
 
 __all__ = [
     "CONTEXT_WEIGHT",
@@ -38,6 +38,7 @@ __all__ = [
     "EpisodeDigests",
     "delete_episodes",
     "episode_lexical",
+    "episode_exists",
     "episode_text",
     "episodes_by_seq",
     "episodes_holding",
@@ -99,11 +100,9 @@ def insert_episodes(
     Returns the (seq, episode) stored."""
     stored: list[tuple[int, Episode]] = []
     for episode, (blob, window) in zip(episodes, vectors, strict=True):
-        exists = db.execute(
-            "SELECT 1 FROM memory_episodes WHERE tenant = ? AND user_id = ? AND id = ?",
-            (episode.tenant, episode.user, episode.id),
-        )
-        if exists or (tombstones is not None and tombstoned(db, tombstones(episode.id, episode.text))):
+        if episode_exists(db, episode.tenant, episode.user, episode.id) or (
+            tombstones is not None and tombstoned(db, tombstones(episode.id, episode.text))
+        ):
             continue
         body = episode.text
         values = (
@@ -144,6 +143,16 @@ def insert_episodes(
             )
         stored.append((seq, episode))
     return stored
+
+
+def episode_exists(db: Db, tenant: str, user: str, episode_id: str) -> bool:
+    """Whether the user has an episode with this id."""
+    return bool(
+        db.execute(
+            "SELECT 1 FROM memory_episodes WHERE tenant = ? AND user_id = ? AND id = ?",
+            (tenant, user, episode_id),
+        )
+    )
 
 
 def link_fact(db: Db, tenant: str, user: str, episode_id: str, fact_id: str) -> None:
@@ -359,12 +368,7 @@ def delete_episodes(
         found = [r[0] for r in rows]
         ids += found
         if tombstones is not None:
-            for digest in sorted({d for episode_id, text in rows for d in tombstones(episode_id, text)}):
-                db.execute(
-                    "INSERT INTO memory_tombstones (digest, created_at) VALUES (?, ?) "
-                    "ON CONFLICT (digest) DO NOTHING",
-                    (digest, now_us),
-                )
+            add_tombstones(db, (d for episode_id, text in rows for d in tombstones(episode_id, text)), now_us)
         if kind != "postgres":
             db.execute(f"DELETE FROM memory_episodes_fts WHERE rowid IN ({marks})", chunk)
         db.execute(

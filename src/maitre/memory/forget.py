@@ -37,7 +37,7 @@ from .episodes import EpisodeDigests, delete_episodes, episodes_holding, episode
 from .identity import value_identity
 from .model import DeleteReport, Fact, MemoryPolicy, Status, fact_text, from_micros, normalise_value
 from .profile import PROFILE_ID, rebuild_profile
-from .rows import COLS, bump_version, chunks, insert_fact, row_fact
+from .rows import COLS, add_tombstones, bump_version, chunks, insert_fact, row_fact
 
 __all__ = ["erase"]
 
@@ -110,11 +110,7 @@ def erase(
     indexed = [(s, f) for s, f in found if f.status == Status.CURRENT and not f.retracted]
     backend.unindex(db, [(s, tenant, user, fact_text(f.key, f.value)) for s, f in indexed])
     digests = sorted({digest(f)[0] for _, f in found if not f.retracted and f.value})
-    for d in digests:
-        db.execute(
-            "INSERT INTO memory_tombstones (digest, created_at) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING",
-            (d, now_us),
-        )
+    add_tombstones(db, digests, now_us)
     ids = [f.id for _, f in found]
     summary_ids: set[str] = set()
     for chunk in chunks(ids):

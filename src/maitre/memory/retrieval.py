@@ -41,6 +41,7 @@ __all__ = [
     "SNAPSHOT_MIN_ROWS",
     "Ranked",
     "dense_search",
+    "fact_dense_search",
     "fuse",
     "query_terms",
     "rank",
@@ -146,11 +147,13 @@ def rank(
     elif backend.native_vectors:
         dense = backend.dense(db, tenant, user, query_vector, CANDIDATES)
     else:
-        dense = _dense_cached(db, backend, cache, tenant, user, query_vector, scope, version, dim, snapshots)
+        dense = fact_dense_search(
+            db, backend, cache, tenant, user, query_vector, scope, version, dim, snapshots
+        )
     return fuse(lexical, dense, k=k, min_similarity=min_similarity)
 
 
-def _dense_cached(
+def fact_dense_search(
     db: Db,
     backend: Backend,
     cache: VectorCache,
@@ -161,7 +164,10 @@ def _dense_cached(
     version: int,
     dim: int,
     snapshots: VectorSnapshots | None = None,
+    *,
+    limit: int = CANDIDATES,
 ) -> list[tuple[int, float]]:
+    """`dense_search` over the user's current facts (their vectors are the backend's index)."""
     return dense_search(
         db,
         cache,
@@ -174,7 +180,7 @@ def _dense_cached(
         version=version,
         dim=dim,
         query=qvec,
-        limit=CANDIDATES,
+        limit=limit,
         load_all=lambda: backend.load_vectors(db, tenant, user, dim),
     )
 

@@ -11,6 +11,7 @@ from .model import Fact, Origin, Status, from_micros, to_micros
 __all__ = [
     "COLS",
     "VECTOR_LOG_KEEP",
+    "add_tombstones",
     "bump_version",
     "chunks",
     "facts_by_seq",
@@ -95,6 +96,17 @@ def tombstoned(db: Db, digest: str | Sequence[str]) -> bool:
         return False
     marks = ", ".join("?" * len(digests))
     return bool(db.execute(f"SELECT 1 FROM memory_tombstones WHERE digest IN ({marks})", digests))
+
+
+def add_tombstones(db: Db, digests: Iterable[str], now_us: int) -> int:
+    """Insert tombstones (digests only, never text); an existing one is kept. Returns how many were given."""
+    unique = sorted(set(digests))
+    for d in unique:
+        db.execute(
+            "INSERT INTO memory_tombstones (digest, created_at) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING",
+            (d, now_us),
+        )
+    return len(unique)
 
 
 VECTOR_LOG_KEEP = 4096

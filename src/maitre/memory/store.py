@@ -58,6 +58,7 @@ from ..progress import Progress, report
 from .backend import Backend
 from .episodes import (
     delete_episodes,
+    episode_exists,
     episode_lexical,
     episode_text,
     episodes_by_seq,
@@ -93,7 +94,7 @@ from .model import (
 )
 from .profile import read_profile, rebuild_profile
 from .reads import current_values, facts_valid_at, key_history, user_facts, user_ids, values_at
-from .retrieval import dense_search, query_terms, rank
+from .retrieval import dense_search, fact_dense_search, query_terms, rank
 from .rows import bump_version, facts_by_seq
 from .search import Candidates, Fusion, answerable, fuse_weighted, rank_texts
 from .sqlite import SQLiteBackend
@@ -384,10 +385,7 @@ class MemoryStore:
         fact = outcome.stored if outcome.stored is not None else outcome.current
         if not episode_id or fact is None or outcome.action == "blocked":
             return
-        if db.execute(
-            "SELECT 1 FROM memory_episodes WHERE tenant = ? AND user_id = ? AND id = ?",
-            (tenant, user, episode_id),
-        ):
+        if episode_exists(db, tenant, user, episode_id):
             link_fact(db, tenant, user, episode_id, fact.id)
 
     def check(self, user: str, candidate: Candidate, *, tenant: str = DEFAULT_TENANT) -> str | None:
@@ -874,56 +872,12 @@ class MemoryStore:
         qvec = self.embedder.embed_query(query)
         terms = query_terms(query)
         before_us, after_us = self._time_range(before, after, moment_input)
-        timed = before_us is not None or after_us is not None
         sources: list[tuple[str, Candidates, float]] = []
         fact_objects: dict[int, Fact] = {}
         with self.backend.read() as db:
             if episodes:
-                lex = episode_lexical(
-                    db,
-                    self.backend.kind,
-                    tenant,
-                    user,
-                    terms,
-                    fusion.candidates,
-                    before_us=before_us,
-                    after_us=after_us,
-                )
-                dense: dict[str, list[tuple[int, float]]] = {"e": [], "w": []}
-                if qvec.any():
-                    allowed = (
-                        seqs_between(db, tenant, user, before_us=before_us, after_us=after_us)
-                        if timed
-                        else None
-                    )
-                    for kind, scope in (
-                        ("e", self._episode_scope(tenant, user)),
-                        ("w", self._window_scope(tenant, user)),
-                    ):
-                        if kind == "w" and fusion.window <= 0:
-                            continue
-                        dense[kind] = dense_search(
-                            db,
-                            self._cache,
-                            self._snapshots,
-                            kind=kind,
-                            backend_kind=self.backend.kind,
-                            tenant=tenant,
-                            user=user,
-                            scope=scope,
-                            version=version,
-                            dim=self.embedder_dim,
-                            query=qvec,
-                            limit=fusion.candidates,
-                            load_all=functools.partial(
-                                load_episode_vectors, db, tenant, user, window=kind == "w"
-                            ),
-                            allowed=allowed,
-                        )
-                top_lex = episodes_by_seq(db, [seq for seq, _ in lex[:10]], tenant=tenant, user=user)
-                texts = {seq: e.text for seq, e in top_lex.items()}
-                cands = Candidates(
-                    lexical=[s for s, _ in lex], dense=dense["e"], window=dense["w"], texts=texts
+                cands = self._episode_candidates(
+                    db, tenant, user, terms, qvec, version, fusion, before_us=before_us, after_us=after_us
                 )
                 sources.append(("episode", cands, 1.0))
             if facts:
@@ -981,6 +935,67 @@ class MemoryStore:
             moments.append(cut - timedelta(microseconds=1) if cut > _EARLIEST else cut)
         return min(moments) if moments else None
 
+    def _episode_candidates(
+        self,
+        db: Any,
+        tenant: str,
+        user: str,
+        terms: list[str],
+        qvec: NDArray[np.float32],
+        version: int,
+        fusion: Fusion,
+        *,
+        before_us: int | None,
+        after_us: int | None,
+    ) -> Candidates:
+        """The three episode rankers' candidates (full text, turn vectors, window vectors), said in
+        [after, before) when given."""
+        lex = episode_lexical(
+            db,
+            self.backend.kind,
+            tenant,
+            user,
+            terms,
+            fusion.candidates,
+            before_us=before_us,
+            after_us=after_us,
+        )
+        dense: dict[str, list[tuple[int, float]]] = {"e": [], "w": []}
+        if qvec.any():
+            timed = before_us is not None or after_us is not None
+            allowed = (
+                seqs_between(db, tenant, user, before_us=before_us, after_us=after_us) if timed else None
+            )
+            for kind, scope in (
+                ("e", self._episode_scope(tenant, user)),
+                ("w", self._window_scope(tenant, user)),
+            ):
+                if kind == "w" and fusion.window <= 0:
+                    continue
+                dense[kind] = dense_search(
+                    db,
+                    self._cache,
+                    self._snapshots,
+                    kind=kind,
+                    backend_kind=self.backend.kind,
+                    tenant=tenant,
+                    user=user,
+                    scope=scope,
+                    version=version,
+                    dim=self.embedder_dim,
+                    query=qvec,
+                    limit=fusion.candidates,
+                    load_all=functools.partial(load_episode_vectors, db, tenant, user, window=kind == "w"),
+                    allowed=allowed,
+                )
+        top_lex = episodes_by_seq(db, [seq for seq, _ in lex[:10]], tenant=tenant, user=user)
+        return Candidates(
+            lexical=[seq for seq, _ in lex],
+            dense=dense["e"],
+            window=dense["w"],
+            texts={seq: e.text for seq, e in top_lex.items()},
+        )
+
     def _fact_candidates(
         self,
         db: Any,
@@ -997,20 +1012,18 @@ class MemoryStore:
             if self.backend.native_vectors:
                 dense = self.backend.dense(db, tenant, user, qvec, fusion.candidates)
             else:
-                dense = dense_search(
+                dense = fact_dense_search(
                     db,
+                    self.backend,
                     self._cache,
+                    tenant,
+                    user,
+                    qvec,
+                    self._fact_scope(tenant, user),
+                    version,
+                    self.embedder_dim,
                     self._snapshots,
-                    kind="f",
-                    backend_kind=self.backend.kind,
-                    tenant=tenant,
-                    user=user,
-                    scope=self._fact_scope(tenant, user),
-                    version=version,
-                    dim=self.embedder_dim,
-                    query=qvec,
                     limit=fusion.candidates,
-                    load_all=lambda: self.backend.load_vectors(db, tenant, user, self.embedder_dim),
                 )
         top = facts_by_seq(db, lex[:10], tenant=tenant, user=user)
         return Candidates(
