@@ -513,3 +513,18 @@ def test_a_temporary_snapshot_left_by_a_killed_writer_is_removed(
     os.utime(left, (1_000_000_000, 1_000_000_000))
     _sqlite(tmp_path, clock).search("maya", "garden", abstain=False)  # a new process sweeps too
     assert not left.exists()
+
+
+def test_fusion_settings_that_would_divide_by_zero_or_invert_rankings_are_refused() -> None:
+    from maitre.memory import Fusion
+
+    for bad in ({"k": 0.0}, {"k": -1.0}, {"lexical": -0.1}, {"facts": float("nan")}, {"candidates": 0}):
+        with pytest.raises(ValueError, match="Fusion"):
+            Fusion(**bad)
+    assert Fusion(lexical=0.0, window=0.0).dense == 0.5
+
+
+def test_episodes_refuse_a_nul_session(make_store: StoreFactory, clock: Clock) -> None:
+    store = make_store(clock=clock)
+    with pytest.raises(UserError, match="NUL"):
+        store.episodes("maya", session="s\x001")

@@ -74,6 +74,16 @@ class Fusion:
     candidates: int = CANDIDATES
     """How many candidates each ranker hands to fusion."""
 
+    def __post_init__(self) -> None:
+        weights = {"lexical": self.lexical, "dense": self.dense, "window": self.window, "facts": self.facts}
+        for name, weight in weights.items():
+            if not weight >= 0.0:  # also refuses NaN
+                raise ValueError(f"Fusion.{name} must be a weight >= 0, not {weight!r}")
+        if not self.k > 0.0:
+            raise ValueError(f"Fusion.k must be > 0 (it divides: w / (k + rank)), not {self.k!r}")
+        if self.candidates < 1:
+            raise ValueError(f"Fusion.candidates must be at least 1, not {self.candidates!r}")
+
 
 @dataclass(kw_only=True)
 class Candidates:

@@ -605,6 +605,8 @@ class MemoryStore:
     ) -> list[Episode]:
         """The user's episodes in time order (one session, or said in [after, before), if given)."""
         _check_scope(tenant, user)
+        if session is not None:
+            require_storable("session", session)
         if limit is not None and limit <= 0:  # SQLite reads LIMIT -1 as "all", Postgres refuses it
             return []
         before_us, after_us = self._time_range(before, after, None)
