@@ -528,3 +528,42 @@ def test_episodes_refuse_a_nul_session(make_store: StoreFactory, clock: Clock) -
     store = make_store(clock=clock)
     with pytest.raises(UserError, match="NUL"):
         store.episodes("maya", session="s\x001")
+
+
+def _all_rows_text(store: MemoryStore) -> str:
+    """Every row of every table of the store's database, as text."""
+    out: list[str] = []
+    with store.backend.read() as db:
+        if store.backend.kind == "sqlite":
+            names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            for name in names:
+                out += [repr(r) for r in db.execute(f'SELECT * FROM "{name}"')]
+        else:
+            schema = store.backend.schema  # type: ignore[attr-defined]
+            names = [
+                r[0]
+                for r in db.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", (schema,)
+                )
+            ]
+            for name in names:
+                out += [str(r[0]) for r in db.execute(f'SELECT t::text FROM "{schema}"."{name}" t')]
+    return "\n".join(out)
+
+
+def test_a_forget_in_one_process_reaches_another_process_cache_and_every_table(
+    make_store: StoreFactory, clock: Clock
+) -> None:
+    reader = make_store(clock=clock, vector_dir="")
+    writer = make_store(clock=clock, vector_dir="")
+    seed(writer, "maya")
+    assert any(h.id == "a1" for h in reader.search("maya", f"moved to {MARK}", abstain=False))
+    cached = {int(s) for s in reader._cache.rows(scope(reader, "maya", "e"))[1].tolist()}  # type: ignore[index]
+    writer.delete("maya", "city", MARK)
+    for hit in reader.search("maya", f"moved to {MARK}", k=20, abstain=False):
+        assert MARK not in (hit.episode.text if hit.episode else hit.fact.value)  # type: ignore[union-attr]
+    left = reader._cache.rows(scope(reader, "maya", "e"))
+    live = {int(s) for s in (left[1].tolist() if left else [])}
+    assert len(live) < len(cached), "the reader's cache dropped the forgotten turns' vectors"
+    assert writer.wait_erased(20.0)
+    assert MARK.lower() not in _all_rows_text(writer).lower()
