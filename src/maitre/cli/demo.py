@@ -165,7 +165,7 @@ def demo_command(
         options = configured_model_options().merged(flags)
         if model is not None:
             options = options.merged(parse_model_spec(model).options)
-    except UserError as exc:
+    except (UserError, ImportError) as exc:  # a bad option, no GGUF, an extra not installed: one line
         raise CommandError(str(exc), code=2) from None
     limits = demo_limits(chosen, options)
 
