@@ -81,7 +81,7 @@ async def test_test_model_calls_every_offered_tool_once_with_arguments_the_gate_
         run = await agent.run("exercise every tool", ANN)
     assert run.status is RunStatus.FINISHED
     offered = {t.name for t in model.requests[0].tools}
-    assert offered == {"shop.get_order", "shop.issue_refund", "shop.ship_to", "write_notes", "read_notes"}
+    assert offered == {"shop.get_order", "shop.issue_refund", "shop.ship_to"}  # notes tools only when asked
     assert sorted(c.tool for c in calls) == sorted(offered)  # each once
     assert [c.error_code for c in calls] == [None] * len(offered)
     assert {c.decision for c in calls} == {"allow"}
@@ -97,7 +97,7 @@ async def test_test_model_calls_every_offered_tool_once_with_arguments_the_gate_
     assert set(summary["results"]) == offered and summary["skipped"] == {}
     assert summary["results"]["shop.get_order"]["ok"] is True
     assert "A1042" in summary["results"]["shop.get_order"]["content"]
-    assert [len(r.tools) for r in model.requests] == [5, 5] and run.steps == 2
+    assert [len(r.tools) for r in model.requests] == [3, 3] and run.steps == 2
     assert run.usage.input_tokens > 0 and run.usage.output_tokens > 0
 
 

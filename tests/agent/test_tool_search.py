@@ -65,7 +65,7 @@ async def test_the_model_searches_then_calls_what_it_found_and_sees_only_core_pl
     run = await agent.run("please cancel my subscription for order A1042", Principal(user="u"))
     assert run.status is RunStatus.FINISHED, run.final_text
     offered = [sorted(t.name for t in request.tools) for request in model.requests]
-    core = ["read_notes", "search_tools", "shop.get_order", "write_notes"]
+    core = ["search_tools", "shop.get_order"]  # notes tools only with Agent(notes=True)
     assert offered[0] == core
     revealed = [t["name"] for t in json.loads(run.messages[2].content)["tools"]]
     assert 1 <= len(revealed) <= 5
