@@ -14,6 +14,8 @@ the episode's seq, scoped like the facts' index) or a `tsvector` column with a G
 Deletion cascades both ways: forgetting a fact forgets the episodes it was extracted from and every
 episode of the user whose text holds the forgotten value (`episodes_holding`), since the raw text is
 as much a copy of the value as the fact row; `MemoryStore.delete_episode` forgets one episode.
+A forgotten episode leaves HMAC tombstones of its id and its text (never the text), so a replay of
+the same conversation skips it instead of storing it back.
 
 These functions run inside the caller's transaction (portable SQL, `?`), with `kind` the backend's
 dialect (`sqlite` / `postgres`) where the full-text statements differ.
