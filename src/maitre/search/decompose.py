@@ -6,8 +6,8 @@ never ranks. `split_request` cuts such a request where people chain steps - "the
 "after that", "and if so", ";", a new line, and an "and" or a comma followed by an action verb -
 and keeps only parts with at least two content words (so "black and white photos" is not split:
 "white" starts no step). A new sentence is not a cut: in BFCL's live questions the sentences
-before the request give its context ("I'm in Berlin. Find me a dentist"), and splitting there cost
-0.05 hit@5 on live_multiple's dev part. It is a few regular expressions: no model, microseconds per request.
+before the request give its context ("I'm in Berlin. Find me a dentist"); splitting there too cost
+0.002 hit@5 on live_multiple's dev part and gained nothing on the MCP dev tasks. It is a few regular expressions: no model, microseconds per request.
 
 What the index does with the parts (`ToolIndex(decompose=True)`) is in `index.py`: the whole
 request and every part are searched, and the rankings are merged so each part places its best
