@@ -4,7 +4,10 @@ Seed 000: 200 tools at ~150 tokens each cost 30,000 tokens on every model call a
 pick the wrong tool. Keep a small core set plus `search_tools` loaded; what the search reveals
 becomes callable from the next step. This package does that with any model, offline:
 
-- `ToolIndex` - BM25 (SQLite FTS5) + offline embeddings, fused; incremental; abstains.
+- `ToolIndex` - BM25 (SQLite FTS5) + offline embeddings, fused; incremental; abstains; splits
+  multi-step requests into their steps; loads any catalogue (`add_definitions`).
+- `VectorCache` - tool vectors on disk by definition hash, so a new process opens a large index
+  without re-embedding it (`ToolIndex(vector_cache=path)`).
 - `search_tools_toolbox` - the meta-tool; each reveal goes to a `RevealLog`.
 - `ToolVisibility` - one run's core + revealed tools; `definitions(format)` is what the model sees.
 - `estimate_tool_costs` - seed 000's cost table with measured token counts.
@@ -17,6 +20,7 @@ from .cost import CostReport, CostScenario, estimate_tool_costs, search_tool_tok
 from .index import SearchHit, ToolEntry, ToolIndex
 from .meta import MAX_SEARCH_K, SEARCH_TOOLS_DESCRIPTION, search_tools_toolbox
 from .reveal import SEARCH_TOOL_NAME, RevealedTool, RevealLog, RevealRecord, ToolVisibility, reveal_in_run
+from .vectors import VectorCache
 
 __all__ = [
     "CostReport",
@@ -31,6 +35,7 @@ __all__ = [
     "ToolEntry",
     "ToolIndex",
     "ToolVisibility",
+    "VectorCache",
     "estimate_tool_costs",
     "reveal_in_run",
     "search_tool_tokens",
