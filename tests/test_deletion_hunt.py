@@ -372,11 +372,6 @@ async def test_the_agent_door_tool_calls_reach_no_gate_table_in_the_clear(world:
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="Wiring needed: maitre/agent/loop.py Agent._save must pass user=run.principal.user to "
-    "stores.runs.save, so the transcript is sealed under the user's key (SQLRunStore supports it)",
-)
 async def test_the_agent_door_transcript_is_shredded_by_the_forget(world: World) -> None:
     w = world
     value = _marker("agent")

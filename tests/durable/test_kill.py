@@ -197,7 +197,11 @@ def test_sqlite_kills_at_each_point_recover_with_each_effect_once(tmp_path: Path
         assert effects(tmp_path, run_id) == {"book_flight": 1, "charge_card": 1}, run_id
         assert model_calls(tmp_path, goal) == steps + extra, run_id  # no recorded model call ran again
     person = runs["person"]
-    assert person.status == "stopped" and "person must check" in person.final_text
+    assert (
+        person.status == "stopped"
+        and person.stop_reason == "needs_human"
+        and "person must check" in person.final_text
+    )
     assert any(e["type"] == "needs_human" and e["tool"] == "trip.charge_card" for e in person.events)
     assert effects(tmp_path, "person") == {"book_flight": 1, "charge_card": 1}  # never charged twice
     assert model_calls(tmp_path, "book and charge #5") == 3  # the model never read a refusal and went on

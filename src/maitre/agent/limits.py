@@ -34,6 +34,9 @@ class StopReason(StrEnum):
     """Every call of a step was refused by a gate budget."""
     MODEL_ERROR = "model_error"
     """The model could not be reached (after the adapter's retries)."""
+    NEEDS_HUMAN = "needs_human"
+    """Stopped for a person: a write's outcome is unknown after a crash and the tool has no
+    `reconcile` hook to settle it (maitre.durable), or a saga's compensation could not run."""
 
 
 @dataclass(kw_only=True)

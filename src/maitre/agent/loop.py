@@ -64,6 +64,7 @@ _REASONS = {
     StopReason.NO_PROGRESS: "several steps in a row brought no new information",
     StopReason.BUDGET_EXCEEDED: "the tool budget for this run is used up",
     StopReason.MODEL_ERROR: "the model could not be reached",
+    StopReason.NEEDS_HUMAN: "a step's outcome is unknown and needs a person to check it",
 }
 
 
@@ -745,6 +746,9 @@ class Agent:
             self._live[run.id] = run
         else:
             self._live.pop(run.id, None)
+        # A run that could hold personal data (a tool of the box says `personal`) is sealed under
+        # its user's key, so forgetting the user (`Stores.erase_subject`) shreds the transcript too.
+        personal = any(tool.personal for tool in self.gate.toolbox)
         try:
             await self.stores.runs.save(
                 run.id,
@@ -752,6 +756,7 @@ class Agent:
                 status=str(run.status),
                 state_json=run.to_json(),
                 now=time.time(),
+                user=run.principal.user if personal else None,
             )
         except Exception:
             logger.exception("could not save run %s", run.id)

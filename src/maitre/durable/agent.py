@@ -544,7 +544,7 @@ class DurableAgent:
         saved = await runs.load(run_id, tenant=principal.tenant)
         run = Run.from_json(saved.state_json) if saved is not None else Run(id=run_id, principal=principal)
         run.status = RunStatus.STOPPED
-        run.stop_reason = getattr(StopReason, "NEEDS_HUMAN", None)
+        run.stop_reason = StopReason.NEEDS_HUMAN
         run.final_text = info.message
         run.pending = []
         run.events.append(
@@ -556,8 +556,14 @@ class DurableAgent:
                 "at": time.time(),
             }
         )
+        personal = any(tool.personal for tool in self.agent.gate.toolbox)
         await runs.save(
-            run_id, tenant=principal.tenant, status=str(run.status), state_json=run.to_json(), now=time.time()
+            run_id,
+            tenant=principal.tenant,
+            status=str(run.status),
+            state_json=run.to_json(),
+            now=time.time(),
+            user=principal.user if personal else None,
         )
         logger.warning("run %s needs a person: %s", run_id, info.message)
         return "saved"
