@@ -58,10 +58,11 @@ if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
 __all__ = [
-    "TYPE_ALIASES",
     "Dialect",
+    "JSON_TYPES",
     "MAX_SCHEMA_DEPTH",
     "MAX_SCHEMA_NODES",
+    "TYPE_ALIASES",
     "normalise_schema",
     "schema_dialect",
     "schema_validator",
@@ -76,6 +77,7 @@ MAX_SCHEMA_NODES = 100_000
 """JSON values a tool schema may hold in all."""
 
 JSON_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
+"""The seven types JSON Schema defines."""
 TYPE_ALIASES: Mapping[str, str | None] = {
     "dict": "object",
     "hashmap": "object",
