@@ -124,3 +124,36 @@ async def test_forget_shreds_the_gates_copies_of_that_user_only(clock, tmp_path)
     assert entries and all("Pune" not in str(e.to_dict()) for e in entries)
     assert (await verify_store(stores.audit)).ok
     await stores.close()
+
+
+@pytest.mark.anyio
+async def test_search_memory_answers_for_a_past_date_and_from_the_conversation(setup) -> None:  # type: ignore[no-untyped-def]
+    """'Where did I live before I moved?': the tool reads the facts true then; `conversation` adds
+    what was said, and another user's turns never come back."""
+    from datetime import UTC, datetime
+
+    from maitre.memory import ConversationTurn
+
+    store, gate = setup
+    await call(gate, ASHA, "memory.save_memory", key="city", value="Pune", valid_from="2026-01-05")
+    await call(gate, ASHA, "memory.save_memory", key="city", value="Bengaluru", valid_from="2026-03-20")
+    before = await call(gate, ASHA, "memory.search_memory", query="which city", before="2026-03-20")
+    assert not before.is_error, before.content
+    assert [f["value"] for f in before.structured["facts"]] == ["Pune"]
+    then = await call(gate, ASHA, "memory.search_memory", query="which city", as_of="2026-02-01")
+    assert [f["value"] for f in then.structured["facts"]] == ["Pune"]
+    now = await call(gate, ASHA, "memory.search_memory", query="which city")
+    assert [f["value"] for f in now.structured["facts"]] == [
+        "Bengaluru"
+    ] and "conversation" not in now.structured
+
+    said = datetime(2026, 3, 18, 9, 0, tzinfo=UTC)
+    turn = ConversationTurn(role="user", content="The movers for Bengaluru come on Friday", id="m1", at=said)
+    store.add_episodes("asha", [turn], tenant="acme")
+    store.add_episodes(
+        "ravi", [ConversationTurn(role="user", content="Movers for Chennai", id="r1", at=said)], tenant="acme"
+    )
+    found = await call(gate, ASHA, "memory.search_memory", query="when do the movers come", conversation=True)
+    texts = [c["said"] for c in found.structured["conversation"]]
+    assert any("movers for bengaluru" in t.lower() for t in texts) and not any("Chennai" in t for t in texts)
+    assert found.structured["conversation"][0]["on"] == "2026-03-18"

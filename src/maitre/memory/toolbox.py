@@ -119,23 +119,48 @@ def memory_toolbox(store: MemoryStore | AsyncMemoryStore, *, namespace: str | No
         return {"saved": saved, "note": note, "current": _fact(outcome.current)}
 
     @box.tool(effect="read", tags=("memory",), personal=True)
-    async def search_memory(query: SearchQuery, principal: Principal, k: TopK = 5) -> dict[str, Any]:
-        """Search the user's long-term memory for current facts relevant to a request.
+    async def search_memory(
+        query: SearchQuery,
+        principal: Principal,
+        k: TopK = 5,
+        as_of: date | None = None,
+        before: date | None = None,
+        after: date | None = None,
+        conversation: bool = False,
+    ) -> dict[str, Any]:
+        """Search the user's long-term memory for facts relevant to a request, now or at a past date.
 
         Use it before answering anything that depends on the user's details you do not see in the
         conversation (their city, diet, allergies, people, preferences). Returns at most k facts, best
         first; an empty list means nothing relevant is stored, so say you do not know rather than guess.
+        For the past ("where did I live before I moved?"), give as_of or before.
 
         Args:
             query: what you need to know, e.g. "which city does the user live in".
             k: how many facts to return (1-10).
+            as_of: the facts that were true on this date instead of the current ones.
+            before: the facts true just before this date (e.g. the date of a move).
+            after: only facts that became true on or after this date.
+            conversation: also return what was said in earlier conversations that matches.
         """
+        user, tenant = principal.user, principal.tenant
         try:
-            hits = await mem.retrieve(principal.user, query, k, tenant=principal.tenant)
+            hits = await mem.retrieve(user, query, k, tenant=tenant, as_of=as_of, before=before, after=after)
+            said = (
+                await mem.search(
+                    user, query, k, tenant=tenant, facts=False, as_of=as_of, before=before, after=after
+                )
+                if conversation
+                else []
+            )
         except UserError as exc:
             raise ToolError("INVALID_ARGUMENTS", f"Not searched: {exc}") from None
         result: dict[str, Any] = {"facts": [_fact(h.fact) for h in hits]}
-        if not hits:
+        if conversation:
+            result["conversation"] = [
+                {"said": h.text, "on": h.at.date().isoformat() if h.at is not None else None} for h in said
+            ]
+        if not hits and not said:
             result["note"] = "Nothing relevant is stored for this user."
         return result
 
