@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CANDIDATES",
     "RRF_K",
-    "SNAPSHOT_MIN_ROWS",
     "Ranked",
+    "SNAPSHOT_MIN_ROWS",
     "dense_search",
     "fact_dense_search",
     "fuse",

@@ -48,7 +48,14 @@ from .retrieval import CANDIDATES
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["Candidates", "Fusion", "answerable", "coverage", "fuse_weighted"]
+__all__ = [
+    "Candidates",
+    "Fusion",
+    "answerable",
+    "coverage",
+    "fuse_weighted",
+    "rank_texts",
+]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
