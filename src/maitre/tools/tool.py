@@ -8,11 +8,9 @@ or from a JSON Schema and an async handler (`Tool.from_schema`, for tools import
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import logging
 import re
-import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +23,7 @@ from ..stores.base import Stores
 from ..types import Effect, Principal, Risk, Trust
 from .docstrings import parse_docstring
 from .drafts import normalise_schema, schema_validator
+from .names import canonical_name
 from .schema import SCHEMA_DIALECT, build_input_model, model_json_schema, strict_schema
 
 __all__ = [
@@ -55,11 +54,8 @@ CONTEXT_TYPES: tuple[type, ...] = (Principal, RunContext, IdempotencyKey, Stores
 """Parameter annotations the gate injects instead of taking them from the model."""
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*(\.[A-Za-z][A-Za-z0-9_\-]*)*$")
-_BASE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_\-]+")
 MAX_NAME_LENGTH = 128
 """Characters in a canonical tool name, namespace included (MCP's own bound for tool names)."""
-_DIGEST = 8
 
 OwnershipCheck = Callable[[Principal, dict[str, Any]], Any]
 """`check(principal, arguments) -> bool` (sync or async): does this principal own the resource?
@@ -318,16 +314,7 @@ def base_name_for(name: str, *, max_length: int = 64) -> str:
     looks mapped keeps its own spelling. The mapping is not undone by parsing: the tool keeps the
     original as `Tool.upstream_name`, which is what a call sends.
     """
-    if _BASE.match(name) and len(name) <= max_length:
-        return name
-    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST]
-    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
-    slug = _UNSAFE.sub("_", ascii_name).strip("_-")
-    slug = re.sub(r"_{2,}", "_", slug)  # `__` is how a namespace dot is spelled to providers
-    if not slug[:1].isalpha():
-        slug = f"tool_{slug}" if slug else "tool"
-    room = max(max_length - len(digest) - 1, 1)
-    return f"{slug[:room].rstrip('_-')}-{digest}"
+    return canonical_name(name, max_length=max_length)
 
 
 def _model_name(base: str) -> str:
