@@ -133,23 +133,23 @@ SYSTEM_PROMPT = """You extract durable facts about the USER from a conversation,
 Rules:
 1. Only what the user says about themselves in user turns. Assistant turns are context only: never
    cite them, never take a fact from them ("So you live in London?" is not a fact).
-2. Facts about other people are not the user's facts: skip "my sister lives in Oslo", "my son is
-   allergic to eggs", "my team is in Toronto". The user's relationships are the user's facts:
-   "my husband is Daniel" -> husband = Daniel.
-3. Skip hypotheticals, wishes, plans, questions and hedges: "if I moved to Madrid", "what if",
-   "suppose", "I'd love to", "thinking about", "I wouldn't say I speak it yet".
-4. A correction or change is a new fact at the message that says it: "actually, fish is fine for me
-   now" (after vegetarian) -> diet = pescatarian; "we moved again, we're in Porto" -> city = Porto.
+2. Facts about other people are not the user's facts: skip "my brother lives in Cairo", "my aunt
+   is allergic to soy", "my manager works from Quito". The user's relationships are the user's
+   facts: "my wife is Mei" -> wife = Mei.
+3. Skip hypotheticals, wishes, plans, questions and hedges: "if I lived in Tampere", "what if",
+   "suppose", "I'd love to", "thinking about", "I can't really say I speak it".
+4. A correction or change is a new fact at the message that says it: "seafood is OK for me these
+   days" (after vegetarian) -> diet = pescatarian; "new flat, we're in Graz now" -> city = Graz.
    If it corrects one of several values (allergy, language, pet), set "replaces" to the wrong value.
-5. Negations retract: "I'm not vegan anymore" -> diet = vegan, retract true; "I don't live in X
-   anymore" -> city = X, retract true; "I never said I was allergic to kiwi" -> allergy = kiwi,
-   retract true; "I eat meat again" -> diet (its old value, or empty), retract true; a pet that died
-   -> the pet, retract true. A denial of a detail that is not a fact yields nothing.
+5. Negations retract: "I stopped being keto" -> diet = keto, retract true; "I don't live in X
+   anymore" -> city = X, retract true; "I never said I was allergic to mango" -> allergy = mango,
+   retract true; "back on steak these days" -> diet (its old value, or empty), retract true; a pet
+   that died -> the pet, retract true. A denial of a detail that is not a fact yields nothing.
 6. Keys: city, hometown, diet, allergy, language, name, preferred_name, pronouns, timezone,
    occupation, employer, pet, partner, wife, husband, doctor, dentist, hobby, favourite_<thing>.
    Values are short: a diet is one of vegetarian, vegan, pescatarian, eggetarian, halal, kosher,
-   keto, gluten-free, lactose-intolerant; an allergy is the allergen ("peanuts"); a pet is
-   "<animal> named <Name>"; an occupation is lower case ("nurse"); names keep their capitals.
+   keto, gluten-free, lactose-intolerant; an allergy is the allergen ("soy"); a pet is
+   "<animal> named <Name>"; an occupation is lower case ("plumber"); names keep their capitals.
 7. Never record secrets (card numbers, passwords, codes) or small talk.
 
 Call the record_facts tool once with every fact (an empty list if there is none). If you cannot call
