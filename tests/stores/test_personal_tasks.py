@@ -54,3 +54,23 @@ async def test_task_results_are_sealed_opened_for_their_owner_and_shredded_by_th
     assert again is not None and again.result == result
     await tasks.close()
     await stores.close()
+
+
+@pytest.mark.anyio
+async def test_tasks_in_a_database_of_their_own_are_shredded_by_the_gates_forget(tmp_path: Path) -> None:
+    """`maitre serve --tasks OTHER.db` hands the task store the gate's subject keys: the forget on
+    the gate's database reaches a task result kept in another file."""
+    stores = SQLiteStores(tmp_path / "maitre.db")
+    tasks = SQLiteTaskStore(tmp_path / "tasks.db")
+    tasks.subject_keys = stores.subject_keys
+    result = {"content": [{"type": "text", "text": "Asha lives in Pune-task-9"}], "isError": False}
+    await tasks.create(TaskRecord(task_id="t9", tenant="acme", user="asha", tool="slow", owner="p"))
+    await tasks.update("t9", status="completed", result=result)
+    assert "Pune-task-9" not in _rows(tmp_path / "tasks.db")
+    got = await tasks.get("t9")
+    assert got is not None and got.result == result
+    await stores.erase_subject("acme", "asha")
+    gone = await tasks.get("t9")
+    assert gone is not None and gone.result == FORGOTTEN_RESULT
+    await tasks.close()
+    await stores.close()

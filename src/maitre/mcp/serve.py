@@ -456,10 +456,12 @@ def _governed(loaded: Any, stores: Stores | None, plan: ServePlan) -> GovernedSe
                     "drop --stores (or [stores] url), or build the gate without stores="
                 )
             app.gate = gate_for(app.toolbox, stores, plan, previous=app.gate)
-    options = ServerOptions(
-        principal=plan.principal, task_store=open_task_store(plan.tasks) if plan.tasks else None
-    )
-    return GovernedServer(app, options)
+    task_store = open_task_store(plan.tasks) if plan.tasks else None
+    if task_store is not None:
+        # Tasks may live in a database of their own: seal their results under the gate's subject
+        # keys, so forgetting a user (`Stores.erase_subject`) reaches a personal tool's tasks too.
+        task_store.subject_keys = app.gate.stores.subject_keys
+    return GovernedServer(app, ServerOptions(principal=plan.principal, task_store=task_store))
 
 
 def _warn_about_state(server: GovernedServer) -> None:
