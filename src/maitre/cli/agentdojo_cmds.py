@@ -84,7 +84,7 @@ def agentdojo_command(
         None,
         "--model",
         help="A real model instead of the obeying script: test | anthropic[:M] | openai[:M] | "
-        "openai-compatible:URL[#M] | FILE:ATTR of a Model",
+        "openai-compatible:URL[#M][?OPTIONS] | local[:GGUF] | FILE:ATTR of a Model",
     ),
     json_out: str | None = typer.Option(
         None,

@@ -56,7 +56,7 @@ app = App(
     "(maitre eval CASES --router FILE:FACTORY), or compare two reports.\n\n" + EXIT_CODES,
 )
 
-_BUILTIN_MODELS = ("test", "anthropic", "openai", "openai-compatible")
+_BUILTIN_MODELS = ("test", "anthropic", "openai", "openai-compatible", "local")
 
 
 def model_factory(spec: str | None) -> Callable[[], Model] | None:
@@ -180,8 +180,8 @@ def eval_run(
     model: str | None = typer.Option(
         None,
         "--model",
-        help="Replace the agent's model: test | anthropic[:M] | openai[:M] | openai-compatible:URL[#M] | "
-        "FILE:ATTR of a Model (default: the factory's own)",
+        help="Replace the agent's model: test | anthropic[:M] | openai[:M] | openai-compatible:URL[#M][?OPTIONS] | "
+        "local[:GGUF] | FILE:ATTR of a Model (default: the factory's own; OPTIONS e.g. temperature=0&seed=7)",
     ),
     router: str | None = typer.Option(
         None,
