@@ -22,7 +22,7 @@ import anyio
 
 from maitre import Principal, Toolbox, ToolError
 from maitre.context import IdempotencyKey
-from maitre.durable.saga import FLAG_FOR_HUMAN, RETRY_THEN_COMPENSATE, Saga, SagaOutcome, compensates
+from maitre.durable.saga import FLAG_FOR_HUMAN, RETRY_THEN_COMPENSATE, Saga, SagaOutcome
 from maitre.gate import Gate
 from maitre.stores import open_stores
 
@@ -38,12 +38,18 @@ def write(line: str) -> None:
         f.write(line + "\n")
 
 
-def toolboxes() -> tuple[Toolbox, Toolbox]:
-    """(the trip tools a host - or an agent - calls, the compensations only the runtime calls)."""
-    trip = Toolbox("trip")
-    undo = Toolbox("trip")
+def cancel_flight(flight: str, day: str, result: str) -> str:
+    """Cancel a booking made by book_flight (the compensation; takes its arguments and result)."""
+    write(f"cancelled {flight} {day} ({result})")
+    return f"Cancelled {flight} on {day}."
 
-    @trip.tool(effect="write", business_key=("flight", "day"))
+
+def toolbox() -> Toolbox:
+    """The trip tools a host - or an agent - calls; cancel_flight is in no toolbox: only the runtime
+    runs it, when a later step of the saga fails."""
+    trip = Toolbox("trip")
+
+    @trip.tool(effect="write", business_key=("flight", "day"), compensate=cancel_flight)
     def book_flight(flight: str, day: str, key: IdempotencyKey) -> str:
         """Book a confirmed, non-refundable-by-rollback seat on a flight."""
         write(f"booked {flight} {day} {key}")
@@ -55,16 +61,7 @@ def toolboxes() -> tuple[Toolbox, Toolbox]:
         write(f"calendar-attempt {title} {day}")
         raise ToolError("TEMPORARY_UNAVAILABLE", "The calendar service is down.", retryable=True)
 
-    @undo.tool(effect="write", business_key=("flight", "day"))
-    def cancel_flight(flight: str, day: str, result: str) -> str:
-        """Cancel a booking made by book_flight (the compensation; takes its arguments and result)."""
-        write(f"cancelled {flight} {day} ({result})")
-        return f"Cancelled {flight} on {day}."
-
-    booking = trip.get("trip.book_flight")
-    assert booking is not None and undo.get("trip.cancel_flight") is not None
-    compensates(booking, undo.get("trip.cancel_flight"))  # type: ignore[arg-type]
-    return trip, undo
+    return trip
 
 
 async def plan_trip(gate: Gate, *, policy: str, saga_id: str) -> SagaOutcome:
@@ -76,7 +73,7 @@ async def plan_trip(gate: Gate, *, policy: str, saga_id: str) -> SagaOutcome:
 
 
 async def main(args: argparse.Namespace) -> None:
-    trip, _ = toolboxes()
+    trip = toolbox()
     async with await open_stores(args.db) as stores:
         gate = Gate(trip, stores=stores)
         outcome = await plan_trip(gate, policy=args.policy, saga_id=args.saga_id)

@@ -69,7 +69,7 @@ async def test_a_saga_inside_a_durable_gate_records_its_calls(tmp_path: Path) ->
     loaded.loader.exec_module(trip)
     os.environ["TRIP_LEDGER"] = str(tmp_path / "trip.txt")
     try:
-        box, _ = trip.toolboxes()
+        box = trip.toolbox()
         from dbos import DBOS, SetWorkflowID
 
         from maitre.durable import DurableGate

@@ -52,7 +52,7 @@ def lines(tmp_path: Path, prefix: str) -> int:
 
 
 async def test_failing_calendar_retried_then_the_flight_is_cancelled_once_by_the_runtime(tmp_path, trip):
-    box, _ = trip.toolboxes()
+    box = trip.toolbox()
     async with await open_stores(str(tmp_path / "m.db")) as stores:
         gate = Gate(box, stores=stores)
         outcome = await trip.plan_trip(gate, policy="compensate", saga_id="trip-1")
@@ -77,7 +77,7 @@ async def test_failing_calendar_retried_then_the_flight_is_cancelled_once_by_the
 
 
 async def test_failing_calendar_flagged_for_a_person_keeps_the_confirmed_flight(tmp_path, trip):
-    box, _ = trip.toolboxes()
+    box = trip.toolbox()
     async with await open_stores(str(tmp_path / "m.db")) as stores:
         outcome = await trip.plan_trip(Gate(box, stores=stores), policy="flag", saga_id="trip-2")
         assert outcome.status == "needs_human"
@@ -104,7 +104,7 @@ class _Greedy:
 
 
 async def test_a_model_cannot_invoke_a_compensation(tmp_path, trip):
-    box, _ = trip.toolboxes()
+    box = trip.toolbox()
     agent = Agent(_Greedy(), box, limits=Limits(max_steps=3))
     run = await agent.run("cancel my flight", ALICE)
     assert run.status == "finished"
@@ -192,9 +192,12 @@ async def test_the_host_block_raising_compensates_what_was_done():
 
 
 def test_declaring_a_compensation_is_checked(trip):
-    box, undo = trip.toolboxes()
-    booking, cancel = box.get("trip.book_flight"), undo.get("trip.cancel_flight")
-    assert compensation_of(booking) is cancel
+    box = trip.toolbox()
+    booking = box.get("trip.book_flight")
+    cancel = compensation_of(booking)
+    # @box.tool(compensate=fn): a governed write of the box's namespace that is in no toolbox
+    assert cancel is not None and cancel.name == "trip.cancel_flight" and cancel.effect == "write"
+    assert "trip.cancel_flight" not in box and cancel.argument_names == ["flight", "day", "result"]
     with pytest.raises(UserError, match="nothing to compensate"):
         read = Toolbox()
 
@@ -215,3 +218,11 @@ def test_declaring_a_compensation_is_checked(trip):
         compensates(booking, other.get("refund"))  # type: ignore[arg-type]
     with pytest.raises(UserError):
         StepPolicy(retries=11)
+    with pytest.raises(UserError, match="does not have"):
+
+        def undo_refund(order_id: str, amount: str) -> str:
+            """Undo."""
+            return order_id
+
+        other.add_tool(refund, name="refund_again", effect="write", compensate=undo_refund)
+    assert "refund_again" not in other  # a refused declaration adds nothing

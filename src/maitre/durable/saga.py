@@ -43,7 +43,8 @@ from ..context import RunContext, new_run_id
 from ..exceptions import UserError
 from ..gate import Gate
 from ..tools import Tool, Toolbox
-from ..types import Effect, Principal, ToolCall, ToolResult
+from ..tools.tool import COMPENSATION_RESULT
+from ..types import Principal, ToolCall, ToolResult
 from .agent import DurableGate, in_doubt
 
 __all__ = [
@@ -61,7 +62,7 @@ __all__ = [
 
 logger = logging.getLogger("maitre.durable.saga")
 
-RESULT_PARAMETER = "result"
+RESULT_PARAMETER = COMPENSATION_RESULT
 """The compensation's parameter that receives the original call's result text."""
 
 
@@ -86,31 +87,14 @@ FLAG_FOR_HUMAN = StepPolicy(retries=2, on_failure="flag")
 
 
 def compensates(tool: Tool, compensation: Tool) -> Tool:
-    """Declare `compensation` as what undoes `tool` (sets `tool.compensate`); returns `tool`.
-
-    The compensation must be a write (it changes the world back) and may declare only parameters
-    the original has, plus `result` (the original call's result text)."""
-    if tool.effect is Effect.READ:
-        raise UserError(f"{tool.name} is a read: there is nothing to compensate")
-    if compensation.effect is Effect.READ:
-        raise UserError(f"the compensation {compensation.name} must be a write or destructive tool")
-    if compensation is tool:
-        raise UserError(f"{tool.name} cannot compensate itself")
-    allowed = set(tool.argument_names) | {RESULT_PARAMETER}
-    unknown = [name for name in compensation.argument_names if name not in allowed]
-    if unknown:
-        raise UserError(
-            f"the compensation {compensation.name} takes {unknown}, which {tool.name} does not have; a "
-            f"compensation takes the original arguments and {RESULT_PARAMETER!r}"
-        )
-    tool.compensate = compensation  # type: ignore[attr-defined] # Tool.compensate (wiring pending)
-    return tool
+    """Declare `compensation` as what undoes `tool` (`Tool.declare_compensation`; the same as
+    `@box.tool(compensate=...)`); returns `tool`."""
+    return tool.declare_compensation(compensation)
 
 
 def compensation_of(tool: Tool) -> Tool | None:
     """The compensation `tool` declares, or None."""
-    found = getattr(tool, "compensate", None)
-    return found if isinstance(found, Tool) else None
+    return tool.compensate
 
 
 @dataclass(kw_only=True)

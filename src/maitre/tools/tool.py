@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from ..context import IdempotencyKey, RunContext
-from ..exceptions import ToolDefinitionError
+from ..exceptions import ToolDefinitionError, UserError
 from ..stores.base import Stores
 from ..types import Effect, Principal, Risk, Trust
 from .docstrings import parse_docstring
@@ -27,6 +27,7 @@ from .names import canonical_name
 from .schema import SCHEMA_DIALECT, build_input_model, model_json_schema, strict_schema
 
 __all__ = [
+    "COMPENSATION_RESULT",
     "CONTEXT_TYPES",
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_MAX_RESULT_BYTES",
@@ -40,6 +41,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+COMPENSATION_RESULT = "result"
+"""The parameter through which a compensation receives the original call's result text."""
 DEFAULT_TIMEOUT_S = 30.0
 """Every tool has a finite timeout; 30 s unless the tool says otherwise."""
 DEFAULT_MAX_RESULT_TOKENS = 2_000
@@ -130,6 +133,11 @@ class Tool:
     approval requests - only sealed under that user's key or as keyed digests, so
     `Stores.erase_subject` (what `forget` calls) makes every copy unreadable
     (`maitre.gate.personal`)."""
+    compensate: Tool | None = field(default=None, repr=False)
+    """What undoes this tool's effect when a later step of a saga fails (`maitre.durable.Saga`): a
+    governed write taking this tool's arguments (a subset) and, if it declares it, `result`. The
+    runtime runs it, never the model: it is in no toolbox. Set with `@box.tool(compensate=fn)` or
+    `declare_compensation`."""
     source: str = "local"
     """`local`, or `mcp:<server>` for imported tools."""
     upstream_name: str | None = None
@@ -196,6 +204,27 @@ class Tool:
     @property
     def argument_names(self) -> list[str]:
         return list(self.input_schema.get("properties", {}))
+
+    def declare_compensation(self, compensation: Tool) -> Tool:
+        """Make `compensation` what undoes this tool (`Tool.compensate`); returns this tool.
+
+        The compensation must be a write (it changes the world back), not this tool itself, and may
+        declare only parameters this tool has, plus `result` (the original call's result text)."""
+        if self.effect is Effect.READ:
+            raise UserError(f"{self.name} is a read: there is nothing to compensate")
+        if compensation.effect is Effect.READ:
+            raise UserError(f"the compensation {compensation.name} must be a write or destructive tool")
+        if compensation is self:
+            raise UserError(f"{self.name} cannot compensate itself")
+        allowed = set(self.argument_names) | {COMPENSATION_RESULT}
+        unknown = [name for name in compensation.argument_names if name not in allowed]
+        if unknown:
+            raise UserError(
+                f"the compensation {compensation.name} takes {unknown}, which {self.name} does not have; "
+                f"a compensation takes the original arguments and {COMPENSATION_RESULT!r}"
+            )
+        self.compensate = compensation
+        return self
 
     # -- construction -------------------------------------------------------------------------
 

@@ -69,7 +69,8 @@ class Toolbox:
         like an open-world write after untrusted content), idempotent, business_key, reconcile
         (`reconcile(key) -> result | None`, for an in-doubt write), owner, requires_approval,
         long_running, personal (arguments and result are the calling user's personal data: the
-        gate's stores keep them only sealed under that user's key, see `Tool.personal`).
+        gate's stores keep them only sealed under that user's key, see `Tool.personal`),
+        compensate (what undoes it in a saga, run by the runtime only: `Tool.compensate`).
         """
         if fn is not None:
             if options:
@@ -88,8 +89,20 @@ class Toolbox:
         return decorator
 
     def add_tool(self, fn: Callable[..., Any], **options: Any) -> Tool:
-        """Register a function as a tool and return the `Tool`."""
+        """Register a function as a tool and return the `Tool`.
+
+        `compensate=` (a function or a `Tool`) declares what undoes it in a saga: a function becomes
+        a governed write of this box's namespace that is *not* added to the box, so the model can
+        neither call nor skip it (`Tool.compensate`, `maitre.durable.Saga`)."""
+        compensate = options.pop("compensate", None)
         tool = Tool.from_function(fn, namespace=self.namespace, **options)
+        if compensate is not None:
+            compensation = (
+                compensate
+                if isinstance(compensate, Tool)
+                else Tool.from_function(compensate, namespace=self.namespace, effect="write")
+            )
+            tool.declare_compensation(compensation)
         self.add(tool)
         return tool
 
