@@ -58,6 +58,35 @@ async def test_a_durable_run_pauses_resumes_and_a_second_ask_replays(tmp_path: P
             durable.unregister()
 
 
+async def test_agent_durable_true_runs_and_resumes_through_dbos(tmp_path: Path, monkeypatch) -> None:
+    """`Agent(..., durable=True)`: the host calls the agent as always; each run and resumption is a
+    workflow (asked again under the same id, the recorded outcome comes back and nothing runs twice)."""
+    from maitre.agent import Agent, Limits
+
+    monkeypatch.setenv("MAITRE_LEDGER", str(tmp_path / "ledger"))
+    monkeypatch.delenv("MAITRE_KILL", raising=False)
+    async with await open_stores(str(tmp_path / "d.db")) as stores:
+        gate = kill_agent.KillGate(kill_agent.box(), stores=stores)
+        agent = Agent(
+            kill_agent.TripModel(), gate=gate, limits=Limits(max_steps=8), durable=True, durable_name="flag"
+        )
+        try:
+            assert isinstance(agent.durable, DurableAgent)
+            with pytest.raises(UserError, match="not launched"):
+                await agent.run("book and upgrade", ALICE, run_id="d1")
+            async with executor(f"sqlite:///{tmp_path / 'd.dbos.sqlite'}", executor_id="flag-1"):
+                run = await agent.run("book and upgrade", ALICE, run_id="d1")
+                assert run.paused and run.pending[0].tool == "trip.upgrade_seat"
+                await agent.gate.approvals.approve(run.pending[0].approval_id, MARIA)
+                done = await agent.resume("d1")
+                assert done.status == "finished" and "Upgraded on AI-101" in done.final_text
+                first = await agent.run("book and upgrade", ALICE, run_id="d1")  # recorded: not run again
+                assert first.paused
+                assert effects(tmp_path / "ledger") == ["book_flight", "upgrade_seat"]
+        finally:
+            agent.durable.unregister()
+
+
 async def test_a_saga_inside_a_durable_gate_records_its_calls(tmp_path: Path) -> None:
     os.environ.pop("MAITRE_KILL", None)
     spec = EXAMPLE

@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from opentelemetry.trace import Span
@@ -172,6 +172,11 @@ class Agent:
             definitions sent to the model stay within core + revealed.
         search_index: the `maitre.search.ToolIndex` to search (default: one over `tools`).
         name: what traces call this agent (`gen_ai.agent.name`; spans are `invoke_agent {name}`).
+        durable: run every run as a DBOS workflow (`pip install 'maitre[durable]'`,
+            `maitre.durable`): model and gate calls become recorded steps, and a run a crash
+            interrupted is continued from its last recorded step by a durable worker. DBOS must be
+            launched in the process (`maitre.durable.executor(...)`) before a run starts.
+        durable_name: what a recovering worker looks the agent up by (with `durable`).
     """
 
     def __init__(
@@ -192,6 +197,8 @@ class Agent:
         search_index: Any = None,
         store: Stores | None = None,
         name: str | None = None,
+        durable: bool = False,
+        durable_name: str = "default",
     ) -> None:
         stores_name = "stores"
         if store is not None:
@@ -261,6 +268,21 @@ class Agent:
         """The gate's stores: paused runs live here too."""
         self._live: dict[str, Run] = {}
         self._definition_cache: dict[tuple[str, ...], int] = {}
+        self.durable: Any = None
+        """With `durable=True`, the `maitre.durable.DurableAgent` that runs, resumes and continues
+        this agent's runs as workflows (it wraps this agent's model, gate and stores in place)."""
+        if durable:
+            from ..durable.agent import DurableAgent
+
+            self.durable = DurableAgent(self, name=durable_name)
+
+    def _outside_workflow(self) -> bool:
+        """A durable agent called by the host (not by its own workflow): hand the call to DBOS."""
+        if self.durable is None:
+            return False
+        from ..durable.agent import in_workflow
+
+        return not in_workflow()
 
     @property
     def store(self) -> Stores:
@@ -274,6 +296,8 @@ class Agent:
         self, goal_or_messages: str | Sequence[Message], principal: Principal, *, run_id: str | None = None
     ) -> Run:
         """Run a task until the model answers, a brake stops it, or a call needs approval (paused)."""
+        if self._outside_workflow():
+            return cast(Run, await self.durable.run(goal_or_messages, principal, run_id=run_id))
         messages: list[Message] = (
             [UserMessage(content=goal_or_messages)]
             if isinstance(goal_or_messages, str)
@@ -350,6 +374,8 @@ class Agent:
         principal: Principal | None = None,
     ) -> Run:
         """Continue a paused run: record decisions, run approved calls once, return denials to the model."""
+        if self._outside_workflow():
+            return cast(Run, await self.durable.resume(run_id, decisions, principal=principal))
         run = await self._load(run_id, principal)
         if run.status is not RunStatus.PAUSED:
             return run
@@ -372,6 +398,8 @@ class Agent:
         twice: `resume` never does that (it continues paused runs only). A run that is not
         `running` is returned as it is.
         """
+        if self._outside_workflow():
+            return cast(Run, await self.durable.continue_abandoned(run_id, principal=principal))
         run = await self._load(run_id, principal)
         if run.status is not RunStatus.RUNNING:
             return run

@@ -72,6 +72,7 @@ __all__ = [
     "durable_run",
     "get_agent",
     "in_doubt",
+    "in_workflow",
 ]
 
 logger = logging.getLogger("maitre.durable")
@@ -162,6 +163,11 @@ class NeedsHuman(BaseException):
     def __init__(self, info: NeedsHumanInfo) -> None:
         super().__init__(info.message)
         self.info = info
+
+
+def in_workflow() -> bool:
+    """Is this code running inside a DBOS workflow (the durable agent's own run of the loop)?"""
+    return DBOS.workflow_id is not None
 
 
 def _needs_human_in(exc: BaseException) -> NeedsHuman | None:
