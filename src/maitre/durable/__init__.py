@@ -20,10 +20,10 @@ run = await durable.run("refund order A1042", alice, run_id="r-1")
 
 from __future__ import annotations
 
-import importlib.util
+from .._extras import missing_modules, require
 
-if importlib.util.find_spec("dbos") is None:  # pragma: no cover - the extra is installed in tests
-    raise ImportError("maitre.durable needs DBOS Transact: pip install 'maitre[durable]'", name="dbos")
+if missing_modules("durable"):  # the one-line MissingExtraError naming `pip install 'maitre[durable]'`
+    require("durable", "maitre.durable (crash-resumable runs and sagas on DBOS)")
 
 from .agent import (
     DurableAgent,
