@@ -1,8 +1,10 @@
 """llama-cpp-python's server, as far as the adapter tests need it: its fixtures and its checks.
 
-`llama_cpp_checks` is set as `FakeProvider.validate`: a chat request carrying an assistant message
-whose `content` is null beside `tool_calls` is answered with the server's HTTP 500 (see
-fixtures/README.md for where each answer comes from and what is reconstructed).
+`llama_cpp_checks` is set as `FakeProvider.validate`: it refuses what the real server's request
+model refuses, with the HTTP 500 bodies recorded from llama-cpp-python 0.3.36 - an assistant
+message whose `content` is null beside `tool_calls`, and a `response_format` of type
+`json_schema` (the server takes only `text` and `json_object`, the latter with a `schema`). See
+fixtures/README.md for what is recorded and what is written from source.
 """
 
 from __future__ import annotations
@@ -37,4 +39,7 @@ def llama_cpp_checks(received: Received) -> Reply | None:
             and message.get("content") is None
         ):
             return fixture_reply("null_content_beside_tool_calls")
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict) and response_format.get("type") not in (None, "text", "json_object"):
+        return fixture_reply("json_schema_response_format_refused")
     return None

@@ -3,6 +3,7 @@ refuses (fixtures/README.md says what is recorded and what is reconstructed)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -62,10 +63,10 @@ async def test_an_assistant_turn_with_tool_calls_is_sent_with_empty_content(
 ) -> None:
     """After a tool turn the local adapter sends content "" beside tool_calls, and the server answers."""
     provider.validate = llama_cpp_checks
-    provider.queue(LLAMA_CPP["tool_call_completion"]["body"], chat_completion("Sunny, 31 C: go trekking."))
+    provider.queue(fixture_reply("native_tools_call_as_text"), chat_completion("Sunny, 31 C: go trekking."))
     async with native(provider) as model:
         first = await model.complete(ModelRequest(messages=[UserMessage(content=GOAL)], tools=tools))
-        assert first.tool_calls[0].name == "get_weather"
+        assert [(c.name, c.arguments) for c in first.tool_calls] == [("get_weather", {"city": "Pune"})]
         conversation = [
             UserMessage(content=GOAL),
             AssistantMessage(text=first.text, tool_calls=first.tool_calls),
@@ -77,6 +78,67 @@ async def test_an_assistant_turn_with_tool_calls_is_sent_with_empty_content(
     assistant = provider.last.body["messages"][1]
     assert assistant["content"] == "" and assistant["tool_calls"][0]["function"]["name"] == "get_weather"
     assert "tools" in provider.last.body, "native tools were kept: nothing fell back to the prompt"
+
+
+async def test_the_recorded_answers_of_the_real_server_are_read_as_it_meant_them(
+    provider: FakeProvider, tools
+) -> None:
+    """With native tools the recorded server (the GGUF's own template) writes the call as fenced JSON,
+    not `tool_calls`; after the result, sent with "" content, the 0.5B model repeats its call as
+    bare JSON with string arguments and echoes the result: the call is read, the echo stays text."""
+    provider.validate = llama_cpp_checks
+    provider.queue(
+        fixture_reply("native_tools_call_as_text"), fixture_reply("empty_content_beside_tool_calls")
+    )
+    async with native(provider) as model:
+        first = await model.complete(ModelRequest(messages=[UserMessage(content=GOAL)], tools=tools))
+        again = await model.complete(
+            ModelRequest(messages=after_one_tool_turn(first.tool_calls[0].id), tools=tools)
+        )
+    assert (first.text, first.stop_reason) == ("", "tool_use")
+    assert [(c.name, c.arguments) for c in again.tool_calls] == [("get_weather", {"city": "Pune"})]
+    assert again.text == '{"temp_c": 31}'
+    recorded = LLAMA_CPP["empty_content_beside_tool_calls"]["request"]["messages"][1]
+    assert recorded["content"] == "" and provider.last.body["messages"][1]["content"] == ""
+
+
+async def test_the_constrained_step_travels_as_the_recorded_server_takes_it(
+    provider: FakeProvider, tools
+) -> None:
+    """The default dialect sends `json_object` + `schema` (the recorded server's 200), and the
+    recorded constrained answer becomes the call."""
+    provider.validate = llama_cpp_checks
+    provider.queue(fixture_reply("constrained_step"))
+    model = OpenAICompatibleModel(f"{provider.url}/v1", "qwen")
+    async with model:
+        response = await model.complete(ModelRequest(messages=[UserMessage(content=GOAL)], tools=tools))
+    assert [(c.name, c.arguments) for c in response.tool_calls] == [("get_weather", {"city": "Pune"})]
+    sent = provider.last.body["response_format"]
+    assert sent["type"] == "json_object" and '{"const": "orders.get_order"}' in json.dumps(sent["schema"])
+    assert "tools" not in provider.last.body and model.constrained_mode
+
+
+async def test_the_json_schema_dialect_is_refused_by_the_server_and_constrained_calls_turn_off_once(
+    provider: FakeProvider, tools, caplog: pytest.LogCaptureFixture
+) -> None:
+    """llama-cpp-python 0.3.36 answers `response_format: json_schema` with a 500 (recorded): the
+    adapter says so once on stderr and goes on with native tools, without retrying the schema."""
+    provider.validate = llama_cpp_checks
+    provider.queue(fixture_reply("native_tools_call_as_text"), chat_completion("Sunny."))
+    caplog.set_level(logging.WARNING, logger="maitre.models.openai_compat")
+    model = OpenAICompatibleModel(f"{provider.url}/v1", "qwen", schema_dialect="json_schema", max_retries=0)
+    async with model:
+        first = await model.complete(ModelRequest(messages=[UserMessage(content=GOAL)], tools=tools))
+        await model.complete(ModelRequest(messages=[UserMessage(content="And Sunday?")], tools=tools))
+    assert first.tool_calls[0].name == "get_weather"
+    assert not model.constrained_mode and not model.prompt_mode
+    assert provider.requests[0].body["response_format"]["type"] == "json_schema"
+    assert [("response_format" in r.body, "tools" in r.body) for r in provider.requests[1:]] == [
+        (False, True),
+        (False, True),
+    ]
+    said = [r for r in caplog.records if "refused the step's JSON schema" in r.getMessage()]
+    assert len(said) == 1
 
 
 # -- prompt mode only for errors that mean "no tools" ----------------------------------------------
