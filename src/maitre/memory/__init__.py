@@ -44,6 +44,7 @@ from .model import (
     WriteAction,
     WriteOutcome,
 )
+from .model_extractor import ExtractionError, ExtractionStats
 from .search import Fusion
 from .store import MemoryStore
 from .toolbox import memory_toolbox
@@ -58,6 +59,8 @@ __all__ = [
     "DEFAULT_VOCABULARY",
     "DeleteReport",
     "Episode",
+    "ExtractionError",
+    "ExtractionStats",
     "Extractor",
     "Fact",
     "Fusion",
