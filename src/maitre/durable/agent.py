@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from dbos import DBOS, SetWorkflowID
+from dbos._error import DBOSWorkflowIDInUseError
 
 from ..context import RunContext, new_run_id
 from ..exceptions import UserError
@@ -85,6 +86,20 @@ _PRINCIPAL: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
 """Who the workflow running in this task acts for (the model proxy is not told)."""
 
 _PURPOSE = "maitre.durable.step"
+
+RESUME_MARK = ":resume:"
+"""What a resumption's workflow id holds between the run id and the pause's digest; a run id may
+not hold it (a run started under `r1:resume:...` would take the id of r1's resumption)."""
+
+_RUN_WORKFLOW = "maitre.durable.run"
+
+
+def _owns(principal: Principal, owner: Principal) -> bool:
+    return owner.tenant == principal.tenant and owner.user == principal.user
+
+
+def _taken(run_id: str) -> UserError:
+    return UserError(f"the run id {run_id!r} is taken; start the run with another id")
 
 
 class Sealer:
@@ -415,10 +430,43 @@ class DurableAgent:
         )
         _require_launched()
         run_id = run_id or new_run_id()
+        if RESUME_MARK in run_id:
+            raise UserError(f"a run id may not contain {RESUME_MARK!r}: it is reserved for resumptions")
+        await self._claim(run_id, principal)
         given = await self._seal(principal, json.dumps([m.to_dict() for m in messages], default=str))
-        with SetWorkflowID(run_id):
-            text = await _run_workflow(self.name, run_id, given, principal.to_dict())
-        return Run.from_json(await self._open(principal, text))
+        try:
+            # "reject": DBOS would hand anyone who starts a workflow under an id in use its recorded
+            # output; only the principal who started it gets that (checked below, then asked again)
+            with SetWorkflowID(run_id, workflow_id_reuse_policy="reject"):
+                text = await _run_workflow(self.name, run_id, given, principal.to_dict())
+        except DBOSWorkflowIDInUseError:
+            await self._started_by(run_id, principal)
+            with SetWorkflowID(run_id):
+                text = await _run_workflow(self.name, run_id, given, principal.to_dict())
+        run = Run.from_json(await self._open(principal, text))
+        if not _owns(principal, run.principal):  # pragma: no cover - the checks above refuse first
+            raise _taken(run_id)
+        return run
+
+    async def _claim(self, run_id: str, principal: Principal) -> None:
+        """A run id another principal's run already has (saved by the agent, durable or not) is
+        not theirs to start under: refused before a workflow is started under it."""
+        from ..agent import Run
+
+        saved = await self._runs().load(run_id)
+        if saved is not None and not _owns(principal, Run.from_json(saved.state_json).principal):
+            raise _taken(run_id)
+
+    async def _started_by(self, run_id: str, principal: Principal) -> None:
+        """The workflow `run_id` is this agent's run of `principal`, or the id is taken."""
+        found = await DBOS.list_workflows_async(workflow_ids=[run_id], load_input=True, load_output=False)
+        for status in found:
+            arguments = (status.input or {}).get("args") or ()
+            if status.name != _RUN_WORKFLOW or len(arguments) < 4 or arguments[0] != self.name:
+                raise _taken(run_id)
+            who = arguments[3]
+            if not isinstance(who, dict) or not _owns(principal, Principal.from_dict(who)):
+                raise _taken(run_id)
 
     async def resume(
         self,
@@ -437,10 +485,13 @@ class DurableAgent:
         if saved is None:
             raise UserError(f"no run {run_id!r} in this agent's store")
         run = Run.from_json(saved.state_json)
+        if principal is not None and not _owns(principal, run.principal):
+            # another user's run is, to them, no run at all: nothing is decided, no workflow starts
+            raise UserError(f"no run {run_id!r} in this agent's store")
         if not run.paused:
             return run
         pending = ",".join(sorted(p.approval_id for p in run.pending))
-        workflow_id = f"{run_id}:resume:{hashlib.sha256(pending.encode()).hexdigest()[:16]}"
+        workflow_id = f"{run_id}{RESUME_MARK}{hashlib.sha256(pending.encode()).hexdigest()[:16]}"
         encoded = {
             approval_id: {
                 "approve": d.approve,
@@ -461,14 +512,21 @@ class DurableAgent:
         wait (bounded) for its workflow, then return the run as saved."""
         from ..agent import Run
 
+        tenant = principal.tenant if principal else None
+        saved = await self._runs().load(run_id, tenant=tenant)
+        if saved is None or (
+            principal is not None and not _owns(principal, Run.from_json(saved.state_json).principal)
+        ):
+            raise UserError(f"no run {run_id!r} in this agent's store")
         workflows = await DBOS.list_workflows_async(
             workflow_id_prefix=run_id, status=["PENDING", "ENQUEUED"], load_input=False, load_output=False
         )
         for status in workflows:
+            if status.workflow_id != run_id and not status.workflow_id.startswith(run_id + RESUME_MARK):
+                continue  # another run whose id merely starts with this one
             handle: Any = await DBOS.retrieve_workflow_async(status.workflow_id)
             with anyio.move_on_after(60.0):
                 await handle.get_result(polling_interval_sec=0.1)
-        tenant = principal.tenant if principal else None
         saved = await self._runs().load(run_id, tenant=tenant)
         if saved is None:
             raise UserError(f"no run {run_id!r} in this agent's store")
@@ -575,7 +633,7 @@ class DurableAgent:
         return "saved"
 
 
-@DBOS.workflow(name="maitre.durable.run")
+@DBOS.workflow(name=_RUN_WORKFLOW)
 async def _run_workflow(agent_name: str, run_id: str, messages: str, principal: dict[str, Any]) -> str:
     return await get_agent(agent_name)._run_body(run_id, messages, principal)
 
