@@ -22,10 +22,32 @@ that says it was produced commit together or not at all. A step that raises a `S
 completion refused) fails only its own append; the rest of the batch commits.
 
 `append_in(tx, entry)` is the same step inside a caller's immediate unit of work.
+
+**The known head (one statement per batch).** After a batch commits, the store remembers the head it
+wrote. The next batch is sealed after that head and inserted by one statement that checks it:
+`INSERT INTO audit SELECT ... FROM (VALUES ...) WHERE EXISTS (the head row, seq and hash)`. On
+Postgres an append without a step is then one autocommitted round trip instead of five (BEGIN, LOCK,
+head read, INSERT, COMMIT), and a step's transaction loses the lock and the head read. The chain is
+held by the database, not by the memory of the head:
+
+- the head row must exist with the remembered hash, or no row is inserted (the guard; then the batch
+  is written the locked way: lock, read the head, reseal);
+- `seq` is the primary key, so if another writer (another process or replica) appended after that
+  head, the insert of `head + 1` fails on the key and the whole statement is undone - no entry of a
+  batch is ever inserted without the others, and never after a head it was not sealed over. The
+  batch is then resealed under the lock (it is retried once that way, with the lost round trip as
+  the price of a stale head);
+- entries are never updated or deleted (triggers), so a head that existed keeps its hash.
+
+A store that sees a stale head falls back to the lock for its next batches (`_STALE_BACKOFF`), so
+replicas that take turns on one database do not pay a failed insert on every append.
+`SQLAuditStore(engine, known_head=False)` keeps the locked path for every batch (the benchmarks
+compare the two).
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -43,11 +65,40 @@ from maitre.storage._rows import (
 from maitre.storage.base import seal_next
 from maitre.storage.engine.base import Engine, Tx
 
-__all__ = ["SQLAuditStore", "TxStep"]
+__all__ = ["SQLAuditStore", "TxStep", "guarded_insert_sql"]
 
 _SELECT = select_sql("audit", AUDIT_COLUMNS)
 _INSERT = insert_sql("audit", AUDIT_COLUMNS)
 _HEAD = "SELECT seq, hash FROM {s}.audit ORDER BY seq DESC LIMIT 1"
+_CASTS = {"seq": "{BIGINT}", "at_ts": "{REAL}", "duration_ms": "{REAL}", "replayed": "{BOOL}"}
+_FIRST_ROW = "(" + ", ".join(f"CAST(? AS {_CASTS.get(c, 'TEXT')})" for c in AUDIT_COLUMNS) + ")"
+_ROW = "(" + ", ".join("?" for _ in AUDIT_COLUMNS) + ")"
+_GUARD_AFTER = " WHERE EXISTS (SELECT 1 FROM {s}.audit WHERE seq = ? AND hash = ?)"
+_GUARD_FIRST = " WHERE NOT EXISTS (SELECT 1 FROM {s}.audit)"
+_STALE_BACKOFF = 32
+"""Batches written the locked way after the known head was found stale (another writer appended)."""
+_UNIQUE_VIOLATION = "23505"  # Postgres SQLSTATE
+
+
+def guarded_insert_sql(rows: int, *, first: bool) -> str:
+    """One statement inserting `rows` audit rows only if the chain's head is the one they were sealed
+    after: `first` for an empty table, else a head `(seq, hash)` given after the rows' parameters.
+    The first row's parameters are cast to the column types (a `VALUES` list is typed by it)."""
+    values = ", ".join([_FIRST_ROW, *([_ROW] * (rows - 1))])
+    guard = _GUARD_FIRST if first else _GUARD_AFTER
+    return f"INSERT INTO {{s}}.audit ({', '.join(AUDIT_COLUMNS)}) SELECT * FROM (VALUES {values}) AS v{guard}"
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    """True for a primary-key clash: another writer appended after the head we sealed over."""
+    if isinstance(exc, sqlite3.IntegrityError):
+        return True
+    return getattr(exc, "sqlstate", None) == _UNIQUE_VIOLATION
+
+
+class _Stale(Exception):
+    """The known head was not the chain's head (the guarded insert changed nothing or clashed)."""
+
 
 TxStep = Callable[[Tx], Awaitable[None]]
 """A step of another concern run inside the audit append's transaction (`append_after`)."""
@@ -76,9 +127,17 @@ class _Pending:
 class SQLAuditStore:
     """`AuditStore` over an engine, with group commit (see the module docstring)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, known_head: bool = True) -> None:
         self.engine = engine
         """The engine (so another concern's step can join an append: `append_after`)."""
+        self.known_head = known_head
+        """Seal after the head this store last wrote and insert with one guarded statement (see
+        the module docstring); False: lock and read the head in every batch."""
+        self._head: tuple[int, str] | None = None
+        self._head_known = False
+        self._locked_left = 0
+        self.stale_heads = 0
+        """How many batches found the known head stale (another writer had appended)."""
         self._inline = engine.commits_inline
         self._queue: list[_Pending] = []
         self._writing = False
@@ -144,6 +203,93 @@ class SQLAuditStore:
                     pending.wake.set()
 
     async def _write(self, batch: list[_Pending]) -> None:
+        if self.known_head and self._head_known and self._locked_left == 0:
+            head = self._head
+            self._head_known = False  # until this batch is known to have committed
+            try:
+                self._remember(await self._write_guarded(batch, head))
+                return
+            except _Stale:
+                pass
+            except Exception as exc:
+                if not _is_conflict(exc):
+                    raise
+            self.stale_heads += 1
+            self._locked_left = _STALE_BACKOFF
+        elif self._locked_left:
+            self._locked_left -= 1
+        self._head_known = False
+        await self._write_locked(batch)
+        last = [p.sealed for p in batch if p.sealed is not None]
+        if last:
+            self._remember((last[-1].seq, last[-1].hash))
+
+    def _remember(self, head: tuple[int, str] | None) -> None:
+        self._head, self._head_known = head, True
+
+    async def _write_guarded(
+        self, batch: list[_Pending], head: tuple[int, str] | None
+    ) -> tuple[int, str] | None:
+        """Write `batch` sealed after `head` with one guarded INSERT; the new head. Raises `_Stale`
+        (nothing written) when `head` is not the chain's head."""
+
+        def seal_all(items: list[_Pending]) -> tuple[list[object], tuple[int, str] | None]:
+            params: list[object] = []
+            last = head
+            for pending in items:
+                sealed = seal_next(pending.entry, last)
+                params.extend(audit_to_row(sealed))
+                pending.sealed, last = sealed, (sealed.seq, sealed.hash)
+            if head is not None:
+                params.extend(head)
+            return params, last
+
+        def sql(rows: int) -> str:
+            return guarded_insert_sql(rows, first=head is None)
+
+        for pending in batch:
+            pending.sealed = pending.error = None
+        if all(pending.step is None for pending in batch):
+            params, last = seal_all(batch)
+            try:
+                written = await self.engine.execute(sql(len(batch)), params)
+            except BaseException:
+                for pending in batch:
+                    pending.sealed = None
+                raise
+            if written != len(batch):
+                for pending in batch:
+                    pending.sealed = None
+                raise _Stale
+            return last
+
+        async def op(tx: Tx) -> tuple[int, str] | None:
+            for pending in batch:  # the engine may run this again (busy, reconnect): start clean
+                pending.sealed = pending.error = None
+            kept: list[_Pending] = []
+            for pending in batch:
+                if pending.step is not None:
+                    try:
+                        await pending.step(tx)
+                    except StoreError as exc:
+                        pending.error = exc
+                        continue
+                kept.append(pending)
+            if not kept:
+                return head
+            params, last = seal_all(kept)
+            if await tx.execute(sql(len(kept)), params) != len(kept):
+                raise _Stale  # rolls the steps back too: the locked path runs them again
+            return last
+
+        try:
+            return await self.engine.transact(op, immediate=True)
+        except BaseException:
+            for pending in batch:
+                pending.sealed = pending.error = None
+            raise
+
+    async def _write_locked(self, batch: list[_Pending]) -> None:
         async def op(tx: Tx) -> None:
             await tx.lock("audit")
             head = await tx.fetchone(_HEAD)

@@ -1,0 +1,186 @@
+"""The audit append sealed after the head the store remembers, inserted by one guarded statement.
+
+Several writers on one database - stores with their own remembered head, as replicas have, tasks
+and processes - must still give one chain: seq 1..n with no gap, no entry twice, every link over
+the entry before it. A remembered head that is stale (another writer appended) or wrong (the head
+row is gone) must never be written after: the batch is undone as a whole and resealed under the lock.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from typing import Any
+
+import anyio
+import pytest
+
+from maitre.audit import AuditEntry, verify_store
+from maitre.storage.audit import SQLAuditStore
+from maitre.storage.engine.base import Tx
+from maitre.stores import SQLiteStores
+
+pytestmark = pytest.mark.anyio
+
+
+def _entry(i: int | str) -> AuditEntry:
+    return AuditEntry(at=1.25, user="ann", tenant="acme", tool="t", decision="allow", call_id=str(i))
+
+
+async def _check_chain(audit: Any, call_ids: list[str]) -> None:
+    entries = await audit.entries()
+    assert [e.seq for e in entries] == list(range(1, len(call_ids) + 1))  # no gap, no fork
+    assert Counter(str(e.call_id) for e in entries) == Counter(call_ids)  # each append exactly once
+    report = await verify_store(audit)
+    assert report.ok, report.reason
+
+
+@pytest.fixture
+def sqlite(tmp_path: Any) -> SQLiteStores:
+    return SQLiteStores(os.path.join(tmp_path, "maitre.db"))
+
+
+async def _pg(pg_dsn: str, pg_schema: str) -> Any:
+    from maitre.stores.postgres import PostgresStores
+
+    return await PostgresStores.open(pg_dsn, schema=pg_schema, pool_size=4)
+
+
+async def test_a_plain_sqlite_append_is_one_statement(sqlite: SQLiteStores) -> None:
+    await sqlite.audit.append(_entry(0))  # the first append reads the head under the lock
+    statements: list[str] = []
+    sqlite.db.conn.set_trace_callback(statements.append)
+    await sqlite.audit.append(_entry(1))
+    assert len(statements) == 1 and statements[0].startswith("INSERT INTO audit")
+    assert "WHERE EXISTS" in statements[0]  # guarded by the head it was sealed after
+    await _check_chain(sqlite.audit, ["0", "1"])
+
+
+async def test_a_stale_sqlite_head_is_resealed_under_the_lock(sqlite: SQLiteStores) -> None:
+    other = SQLAuditStore(sqlite.db)  # a second writer on the same file, with its own head
+    ours: Any = sqlite.audit
+    await ours.append(_entry("a1"))
+    await other.append(_entry("b1"))
+    await other.append(_entry("b2"))
+    sealed = await ours.append(_entry("a2"))  # ours still remembers seq 1
+    assert sealed.seq == 4 and ours.stale_heads == 1
+    await _check_chain(ours, ["a1", "b1", "b2", "a2"])
+
+
+async def test_a_missing_head_row_is_never_written_after(sqlite: SQLiteStores) -> None:
+    # Someone removed the head row behind the store's back (triggers dropped): the remembered head no
+    # longer exists, so the guard inserts nothing and the entry is sealed after the real head.
+    audit: Any = sqlite.audit
+    for i in range(3):
+        await audit.append(_entry(i))
+    conn = sqlite.db.conn
+    conn.execute("DROP TRIGGER audit_no_delete")
+    conn.execute("DELETE FROM audit WHERE seq = 3")
+    sealed = await audit.append(_entry(3))
+    assert sealed.seq == 3 and audit.stale_heads == 1
+    await _check_chain(audit, ["0", "1", "3"])
+
+
+async def test_the_locked_path_stays_selectable(sqlite: SQLiteStores) -> None:
+    locked = SQLAuditStore(sqlite.db, known_head=False)
+    await locked.append(_entry(0))
+    statements: list[str] = []
+    sqlite.db.conn.set_trace_callback(statements.append)
+    await locked.append(_entry(1))
+    assert statements[0] == "BEGIN IMMEDIATE" and any(s.startswith("SELECT seq, hash") for s in statements)
+    await _check_chain(locked, ["0", "1"])
+
+
+@pytest.mark.postgres
+async def test_postgres_writers_with_their_own_heads_give_one_chain(pg_dsn: str, pg_schema: str) -> None:
+    # Four stores on four pools (four replicas), each 50 appends from its own task, all at once.
+    replicas = [await _pg(pg_dsn, pg_schema) for _ in range(4)]
+    try:
+
+        async def writer(n: int) -> None:
+            for i in range(50):
+                await replicas[n].audit.append(_entry(f"{n}-{i}"))
+
+        async with anyio.create_task_group() as tg:
+            for n in range(4):
+                tg.start_soon(writer, n)
+        await _check_chain(replicas[0].audit, [f"{n}-{i}" for n in range(4) for i in range(50)])
+        assert sum(r.audit.stale_heads for r in replicas) > 0  # they did clash, and recovered
+    finally:
+        for replica in replicas:
+            await replica.close()
+
+
+@pytest.mark.postgres
+async def test_a_postgres_batch_over_a_stale_head_is_undone_whole(pg_dsn: str, pg_schema: str) -> None:
+    ours, other = await _pg(pg_dsn, pg_schema), await _pg(pg_dsn, pg_schema)
+    try:
+        await other.db.execute("CREATE TABLE IF NOT EXISTS {s}.side (n INTEGER)")
+        await ours.audit.append(_entry("a0"))
+        await other.audit.append(_entry("b0"))  # seq 2: ours still remembers seq 1
+
+        async def step(tx: Tx) -> None:
+            await tx.execute("INSERT INTO {s}.side VALUES (1)")
+
+        async with anyio.create_task_group() as tg:  # one leads, three queue and share a batch
+            tg.start_soon(ours.audit.append, _entry("a1"))
+            for i in range(2, 5):
+                tg.start_soon(ours.audit.append_after, _entry(f"a{i}"), step)
+        assert ours.audit.stale_heads == 1  # the first batch clashed on seq 2 and was resealed
+        assert await ours.db.fetchone("SELECT count(*) FROM {s}.side") == (3,)  # steps ran once each
+        await _check_chain(ours.audit, ["a0", "b0", "a1", "a2", "a3", "a4"])
+    finally:
+        await ours.close()
+        await other.close()
+
+
+_WORKER = """
+import sys, anyio
+from maitre.audit import AuditEntry
+
+async def main(kind, where, name, count):
+    if kind == "sqlite":
+        from maitre.stores import SQLiteStores
+        stores = SQLiteStores(where)
+    else:
+        from maitre.stores.postgres import PostgresStores
+        dsn, schema = where.split("|")
+        stores = await PostgresStores.open(dsn, schema=schema)
+    try:
+        for i in range(count):
+            await stores.audit.append(AuditEntry(
+                at=1.0, user="u", tenant="t", tool="x", decision="allow", call_id=f"{name}-{i}"))
+    finally:
+        await stores.close()
+
+anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+"""
+
+
+async def _two_processes(kind: str, where: str) -> None:
+    async def run(name: str) -> None:
+        done = await anyio.run_process([sys.executable, "-c", _WORKER, kind, where, name, "50"], check=False)
+        assert done.returncode == 0, done.stderr.decode()
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "p")
+            tg.start_soon(run, "q")
+
+
+async def test_two_sqlite_processes_give_one_chain(sqlite: SQLiteStores) -> None:
+    await sqlite.audit.append(_entry("first"))  # the schema exists before the workers race
+    await _two_processes("sqlite", sqlite.db.path)
+    await _check_chain(sqlite.audit, ["first"] + [f"{p}-{i}" for p in "pq" for i in range(50)])
+
+
+@pytest.mark.postgres
+async def test_two_postgres_processes_give_one_chain(pg_dsn: str, pg_schema: str) -> None:
+    stores = await _pg(pg_dsn, pg_schema)
+    try:
+        await stores.audit.append(_entry("first"))
+        await _two_processes("postgres", f"{pg_dsn}|{pg_schema}")
+        await _check_chain(stores.audit, ["first"] + [f"{p}-{i}" for p in "pq" for i in range(50)])
+    finally:
+        await stores.close()
