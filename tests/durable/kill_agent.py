@@ -110,7 +110,7 @@ class TripModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.calls += 1
-        goal = next(m.content for m in request.messages if getattr(m, "role", "") == "user")
+        goal = next(getattr(m, "content", "") for m in request.messages if getattr(m, "role", "") == "user")
         log = os.environ.get("MAITRE_MODEL_LOG")
         if log:
             with open(log, "a") as f:  # noqa: ASYNC230 - a line, in a test
@@ -144,4 +144,4 @@ class TripModel:
 
 def make_agent(stores: Any) -> Agent:
     gate = KillGate(box(), stores=stores)
-    return Agent(TripModel(), gate=gate, limits=Limits(max_steps=8))  # type: ignore[arg-type]
+    return Agent(TripModel(), gate=gate, limits=Limits(max_steps=8))

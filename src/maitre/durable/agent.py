@@ -461,7 +461,8 @@ class DurableAgent:
         """The workflow `run_id` is this agent's run of `principal`, or the id is taken."""
         found = await DBOS.list_workflows_async(workflow_ids=[run_id], load_input=True, load_output=False)
         for status in found:
-            arguments = (status.input or {}).get("args") or ()
+            inputs: Any = status.input
+            arguments = tuple(inputs.get("args") or ()) if isinstance(inputs, dict) else ()
             if status.name != _RUN_WORKFLOW or len(arguments) < 4 or arguments[0] != self.name:
                 raise _taken(run_id)
             who = arguments[3]
