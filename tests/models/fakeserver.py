@@ -29,6 +29,8 @@ class Reply:
     """JSON-ready body."""
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
+    hang_up: bool = False
+    """Close the connection without answering (as llama-cpp-python's server does when it crashes)."""
     delay: float = 0.0
     """Seconds to "generate" before answering; a client that hangs up meanwhile is counted in
     `FakeProvider.disconnects` and gets no answer (as llama.cpp's server stops generating)."""
@@ -90,6 +92,9 @@ class FakeProvider:
                         body={"error": {"type": "fake_server", "message": "no reply queued"}},
                         headers={"x-should-retry": "false"},
                     )
+                if reply.hang_up:
+                    self.close_connection = True
+                    return
                 if reply.delay and self._client_left(reply.delay):
                     with provider._lock:
                         provider.disconnects += 1

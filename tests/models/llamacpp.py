@@ -10,6 +10,7 @@ fixtures/README.md for what is recorded and what is written from source.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,4 +43,27 @@ def llama_cpp_checks(received: Received) -> Reply | None:
     response_format = body.get("response_format")
     if isinstance(response_format, dict) and response_format.get("type") not in (None, "text", "json_object"):
         return fixture_reply("json_schema_response_format_refused")
+    if isinstance(response_format, dict) and _grammar_fails(response_format.get("schema")):
+        return Reply(body=None, hang_up=True)
     return None
+
+
+_GBNF_UNKNOWN_ESCAPE = re.compile(r"\\(?![tnrxu\"\\\[\]()|{}*+?])")
+"""An escape llama-cpp-python's converter copies into the grammar (`\\d`, `\\s`, `\\.`) and GBNF lacks."""
+
+
+def _grammar_fails(schema: Any) -> bool:
+    """Whether llama.cpp would refuse the grammar of this schema - after which the recorded server
+    (0.3.36) crashed while generating and the client got no answer at all: a pattern with an escape
+    GBNF lacks ("unknown escape at \\d", recorded), or a count repeated too often (`maxLength:
+    2000` recorded refused; `{1,1000}` in a pattern parsed)."""
+    if isinstance(schema, list):
+        return any(_grammar_fails(item) for item in schema)
+    if not isinstance(schema, dict):
+        return False
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str) and _GBNF_UNKNOWN_ESCAPE.search(pattern):
+        return True
+    if any(isinstance(schema.get(key), int) and schema[key] >= 2000 for key in ("maxLength", "maxItems")):
+        return True
+    return any(_grammar_fails(value) for value in schema.values())

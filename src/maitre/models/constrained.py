@@ -38,6 +38,8 @@ __all__ = [
     "partial_answer",
     "read_step",
     "request_fields",
+    "grammar_safe_pattern",
+    "grammar_safe_schema",
     "step_schema",
 ]
 
@@ -119,9 +121,10 @@ def _hoisted(schema: dict[str, Any], prefix: str, defs: dict[str, Any]) -> dict[
 
 
 def request_fields(schema: dict[str, Any], dialect: SchemaDialect) -> dict[str, Any]:
-    """The request fields that carry `schema` for a server of this dialect."""
+    """The request fields that carry `schema` for a server of this dialect (for `"llama.cpp"`, with
+    its patterns made safe for llama-cpp-python's grammar converter: `grammar_safe_schema`)."""
     if dialect == "llama.cpp":
-        return {"response_format": {"type": "json_object", "schema": schema}}
+        return {"response_format": {"type": "json_object", "schema": grammar_safe_schema(schema)}}
     if dialect == "json_schema":
         return {
             "response_format": {
@@ -132,6 +135,134 @@ def request_fields(schema: dict[str, Any], dialect: SchemaDialect) -> dict[str, 
     if dialect == "vllm":
         return {"guided_json": schema}
     return {"format": schema}
+
+
+def grammar_safe_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with every `pattern` rewritten by `grammar_safe_pattern`, or dropped where it cannot be.
+
+    llama-cpp-python's JSON-Schema-to-GBNF converter (0.3.36, `SchemaConverter._visit_pattern`)
+    copies a regex escape such as `\\d`, `\\s` or `\\.` into the grammar as it is; GBNF has no
+    such escapes, the grammar fails to parse ("unknown escape at \\d"), and the server then
+    crashes while generating (recorded 2026-12-02 with a `Decimal` amount's `^\\d{1,8}(\\.\\d{1,2})?$`).
+    A dropped pattern loosens only the decoding: the gate still validates the call against the
+    tool's own schema and teaches when the value is wrong."""
+    result = _safe(copy.deepcopy(schema))
+    return result if isinstance(result, dict) else schema
+
+
+def _safe(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_safe(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "pattern" and isinstance(value, str):
+            safe = grammar_safe_pattern(value)
+            if safe is not None:
+                out[key] = safe
+        elif key in _COUNTS and isinstance(value, int) and value > MAX_GRAMMAR_REPEAT:
+            continue  # the grammar would repeat a rule thousands of times: the parser refuses it
+        elif key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, dict):
+            out[key] = {name: _safe(item) for name, item in value.items()}  # names, not keywords
+        else:
+            out[key] = _safe(value)
+    return out
+
+
+MAX_GRAMMAR_REPEAT = 256
+"""Counts above this (`maxLength: 2000`, `{1,1000}`) are loosened or dropped for llama.cpp: the
+converter writes them as that many nested rules and llama.cpp refuses the grammar ("number of
+rules that are going to be repeated ... exceeds sane defaults"), with the crash above."""
+
+_COUNTS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"})
+_QUANTIFIER = re.compile(r"\{(\d*)(,?)(\d*)\}")
+
+_CLASS_SHORTHANDS = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\r"}
+_NEGATED_SHORTHANDS = {"D": "0-9", "W": "A-Za-z0-9_", "S": " \\t\\n\\r"}
+_GBNF_ESCAPES = frozenset("tnr")
+
+
+def grammar_safe_pattern(pattern: str) -> str | None:
+    """The same regular expression written so llama-cpp-python's converter yields valid GBNF, or
+    None when it cannot be (unanchored, lookarounds, groups with `?`, backreferences, `\\b`...).
+
+    `\\d` / `\\w` become `[0-9]` / `[A-Za-z0-9_]`, `\\s` space, tab, newline and carriage return;
+    an escaped punctuation character becomes a one-character class by its code (`\\.` is
+    `[\\x2E]`); `\\t` `\\n` `\\r` stay (GBNF has them). A quantifier's upper bound above
+    `MAX_GRAMMAR_REPEAT` is dropped (`{1,1000}` becomes `{1,}`); otherwise the result matches
+    the strings the pattern matches (in ASCII)."""
+    if (
+        len(pattern) < 2
+        or not pattern.startswith("^")
+        or not pattern.endswith("$")
+        or pattern.endswith("\\$")
+    ):
+        return None
+    body = pattern[1:-1]
+    out: list[str] = []
+    index = 0
+    in_class = False
+    while index < len(body):
+        char = body[index]
+        if char == "\\":
+            if index + 1 >= len(body):
+                return None
+            escaped = body[index + 1]
+            index += 2
+            if escaped in _CLASS_SHORTHANDS:
+                out.append(_CLASS_SHORTHANDS[escaped] if in_class else f"[{_CLASS_SHORTHANDS[escaped]}]")
+            elif escaped in _NEGATED_SHORTHANDS:
+                if in_class:
+                    return None  # [^...] inside a class cannot be written
+                out.append(f"[^{_NEGATED_SHORTHANDS[escaped]}]")
+            elif escaped in _GBNF_ESCAPES:
+                out.append("\\" + escaped)
+            elif escaped.isalnum() or not escaped.isascii():
+                return None  # \b, \1, \p{..}, \u...: nothing GBNF can say here
+            elif in_class:
+                out.append(f"\\x{ord(escaped):02X}")
+            else:
+                out.append(f"[\\x{ord(escaped):02X}]")
+            continue
+        if in_class:
+            if char == "]":
+                in_class = False
+            elif char == "[":
+                return None  # nested classes ([[:alpha:]]) are not regular GBNF
+            out.append(char)
+        elif char == "[":
+            in_class = True
+            out.append(char)
+            if body.startswith("^", index + 1):
+                out.append("^")
+                index += 1
+            if body.startswith("]", index + 1):
+                return None  # a leading literal ] reads differently in GBNF
+        elif char in "^$":
+            return None  # anchors inside the pattern
+        elif char == "(" and body.startswith("?", index + 1):
+            return None  # (?:...), lookarounds, named groups: the converter refuses them
+        elif char == '"':
+            out.append("[\\x22]")
+        elif char == "{":
+            quantifier = _QUANTIFIER.match(body, index)
+            if quantifier is None:
+                return None
+            low, comma, high = quantifier.groups()
+            if low and int(low) > MAX_GRAMMAR_REPEAT:
+                return None
+            if high and int(high) > MAX_GRAMMAR_REPEAT:  # looser while decoding; the gate checks
+                high = ""
+            out.append(f"{{{low or 0}{comma}{high}}}")
+            index = quantifier.end()
+            continue
+        else:
+            out.append(char)
+        index += 1
+    if in_class:
+        return None
+    return f"^{''.join(out)}$"
 
 
 @dataclass(kw_only=True)
