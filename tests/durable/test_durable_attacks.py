@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
-from maitre import Principal, Toolbox
+from maitre import Principal, Toolbox, ToolError
 from maitre.agent import Agent, ApprovalDecision, Limits
 from maitre.durable import DurableAgent, executor
+from maitre.durable.saga import RETRY_THEN_COMPENSATE, Saga
 from maitre.exceptions import UserError
+from maitre.gate import Gate
 from maitre.models.base import ModelRequest, ModelResponse
 from maitre.stores import open_stores
 from maitre.types import ToolCall
@@ -126,3 +130,124 @@ async def test_another_user_cannot_read_a_personal_durable_run_by_its_id(tmp_pat
                 assert calls == ["recall"]  # nothing ran for Bob or Eve under Alice's id
         finally:
             durable.unregister()
+
+
+# -- sagas ---------------------------------------------------------------------------------------------
+
+
+def _trip(ledger: list[str], *, undo: str = "ok", calendar: str = "down") -> Toolbox:
+    """book_flight (compensated by cancel_flight, whose behaviour `undo` picks) and create_event
+    (`down`: fails, retryable; `slow`: succeeds after a while)."""
+    box, undo_box = Toolbox("trip"), Toolbox("trip")
+
+    @undo_box.tool(effect="write", timeout=0.3, requires_approval=undo == "approval")
+    async def cancel_flight(flight: str, result: str) -> str:
+        """Cancel a booking."""
+        if undo == "raises":
+            raise RuntimeError("the airline's API broke")
+        if undo == "hangs":
+            await anyio.sleep(5)
+        ledger.append(f"cancel {flight}")
+        return f"Cancelled {flight}."
+
+    @box.tool(effect="write")
+    def book_flight(flight: str, principal: Principal) -> str:
+        """Book a flight."""
+        ledger.append(f"book {flight} {principal.user}")
+        return f"Booked {flight} for {principal.user}."
+
+    book, cancel = box.get("trip.book_flight"), undo_box.get("trip.cancel_flight")
+    assert book is not None and cancel is not None
+    book.declare_compensation(cancel)  # a compensation lives in no model-facing toolbox
+
+    @box.tool(effect="write")
+    async def create_event(title: str) -> str:
+        """Put the trip in the calendar."""
+        ledger.append(f"calendar {title}")
+        if calendar == "slow":
+            await anyio.sleep(0.6)
+            return "In the calendar."
+        raise ToolError("TEMPORARY_UNAVAILABLE", "The calendar service is down.", retryable=True)
+
+    return box
+
+
+async def _plan(gate: Gate, who: Principal, saga_id: str) -> Any:
+    async with Saga(gate, who, saga_id=saga_id) as saga:
+        await saga.call("trip.book_flight", {"flight": "AI-101"})
+        await saga.call("trip.create_event", {"title": "Pune"}, policy=RETRY_THEN_COMPENSATE)
+    return saga.outcome
+
+
+async def test_a_saga_id_reused_by_another_principal_replays_nothing_of_the_first(tmp_path: Path) -> None:
+    ledger: list[str] = []
+    async with await open_stores(str(tmp_path / "s.db")) as stores:
+        gate = Gate(_trip(ledger), stores=stores)
+        alice = await _plan(gate, ALICE, "trip-1")
+        bob = await _plan(gate, BOB, "trip-1")
+        eve = await _plan(gate, EVE, "trip-1")
+    for outcome, who in ((alice, "alice"), (bob, "bob"), (eve, "eve")):
+        assert outcome.status == "compensated"
+        booked = outcome.steps[0].result
+        assert booked is not None and not booked.replayed and booked.content == f"Booked AI-101 for {who}."
+        assert outcome.steps[0].compensation is not None and not outcome.steps[0].compensation.replayed
+    assert [line for line in ledger if line.startswith("book")] == [
+        "book AI-101 alice",
+        "book AI-101 bob",
+        "book AI-101 eve",
+    ]
+    assert ledger.count("cancel AI-101") == 3  # each their own, once
+
+
+@pytest.mark.parametrize("undo", ["raises", "hangs", "approval"])
+async def test_a_compensation_that_raises_hangs_or_needs_approval_stops_for_a_person_even_when_run_again(
+    tmp_path: Path, undo: str
+) -> None:
+    ledger: list[str] = []
+    async with await open_stores(str(tmp_path / "s.db")) as stores:
+        gate = Gate(_trip(ledger, undo=undo), stores=stores)
+        for _ in range(2):  # a host running the saga again under its id: still stopped, never skipped
+            outcome = await _plan(gate, ALICE, f"trip-{undo}")
+            assert outcome.status == "needs_human", outcome.reason
+            assert "trip.cancel_flight" in outcome.reason
+            assert outcome.steps[0].status == "done"  # not marked compensated
+        assert "cancel AI-101" not in ledger
+        assert ledger.count("book AI-101 alice") == 1
+
+
+async def test_a_saga_run_twice_at_once_compensates_exactly_once(tmp_path: Path) -> None:
+    ledger: list[str] = []
+    outcomes: list[Any] = []
+    async with await open_stores(str(tmp_path / "s.db")) as stores:
+        gate = Gate(_trip(ledger), stores=stores)
+
+        async def plan() -> None:
+            outcomes.append(await _plan(gate, ALICE, "trip-twice"))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(plan)
+            group.start_soon(plan)
+    assert ledger.count("book AI-101 alice") == 1 and ledger.count("cancel AI-101") == 1
+    assert sorted(o.status for o in outcomes) == ["compensated", "compensated"]
+
+
+async def test_a_saga_run_twice_at_once_does_not_undo_a_step_still_running_in_the_other(
+    tmp_path: Path,
+) -> None:
+    """The second run finds the calendar call in flight in the first: that is not a failure to
+    compensate (the first run's call goes through), it waits for it."""
+    ledger: list[str] = []
+    outcomes: list[Any] = []
+    async with await open_stores(str(tmp_path / "s.db")) as stores:
+        gate = Gate(_trip(ledger, calendar="slow"), stores=stores)
+
+        async def plan() -> None:
+            outcomes.append(await _plan(gate, ALICE, "trip-slow"))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(plan)
+            await anyio.sleep(0.2)
+            group.start_soon(plan)
+    assert "cancel AI-101" not in ledger, outcomes
+    assert ledger.count("calendar Pune") == 1
+    assert [o.status for o in outcomes] == ["completed", "completed"]

@@ -28,6 +28,9 @@ saga.outcome.status        # "completed", "compensated" or "needs_human"
   with that compensation named; the earlier ones are not run past it (never skipped).
 - A step whose write is in doubt (an attempt was interrupted, no reconcile hook) stops the saga as
   `needs_human` without compensating: nobody knows whether it happened.
+- A call that another run of the same saga (same id) is executing right now is waited for, within
+  the call's lease, and its stored result taken: it is not a failure, so it is neither retried
+  nor compensated (that would undo a step the other run completes).
 
 With a `DurableGate` inside a DBOS workflow every call of the saga is a recorded step.
 """
@@ -35,17 +38,21 @@ With a `DurableGate` inside a DBOS workflow every call of the saga is a recorded
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
+import anyio
+
 from ..context import RunContext, new_run_id
 from ..exceptions import UserError
 from ..gate import Gate
+from ..gate.idempotency import call_lease_s
 from ..tools import Tool, Toolbox
 from ..tools.tool import COMPENSATION_RESULT
 from ..types import Principal, ToolCall, ToolResult
-from .agent import DurableGate, in_doubt
+from .agent import DurableGate, _in_flight_elsewhere, in_doubt
 
 __all__ = [
     "FLAG_FOR_HUMAN",
@@ -196,7 +203,7 @@ class Saga:
         for attempt in range(1 + chosen.retries):
             step.attempts = attempt + 1
             call = ToolCall(id=f"{self.saga_id}:{step.index}:{attempt}", name=tool, arguments=dict(arguments))
-            result = await self.gate.call(call, self.principal, self._context())
+            result = await self._settled(self.gate, call)
             step.result = result
             if not result.is_error:
                 step.status = "done"
@@ -207,6 +214,9 @@ class Saga:
             if in_doubt(result):
                 step.status = "in_doubt"
                 return await self._flag(f"{tool} may or may not have taken effect (interrupted); check it")
+            if _in_flight_elsewhere(result):
+                step.status = "in_doubt"
+                return await self._flag(f"{tool} is still running in another run of this saga; check it")
             if result.error is None or not result.error.retryable:
                 break
         step.status = "failed"
@@ -218,6 +228,24 @@ class Saga:
             return await self._flag(why + "; the completed steps were kept")
         await self._compensate(why)
         raise SagaFailed(self.outcome)
+
+    async def _settled(self, gate: Gate | DurableGate, call: ToolCall) -> ToolResult:
+        """The call's result once no other run of this saga (same id, same arguments: the same
+        idempotency key) has it in flight. A call another run is executing is not a failure to
+        retry or compensate - compensating then would undo a step that goes through - so the saga
+        waits for it (within the call's lease) and gets its stored result."""
+        result = await gate.call(call, self.principal, self._context())
+        if not _in_flight_elsewhere(result):
+            return result
+        tool = gate.toolbox.get(call.name)
+        limit = call_lease_s(tool, gate.limits) + 1.0 if tool is not None else 0.0
+        deadline = time.monotonic() + limit
+        while _in_flight_elsewhere(result) and time.monotonic() < deadline:
+            error = result.error
+            assert error is not None
+            await anyio.sleep(max(0.05, min(error.retry_after_s or 0.2, 0.2, deadline - time.monotonic())))
+            result = await gate.call(call, self.principal, self._context())
+        return result
 
     async def _flag(self, reason: str) -> ToolResult:
         self.outcome.status = "needs_human"
@@ -255,7 +283,7 @@ class Saga:
             call = ToolCall(
                 id=f"{self.saga_id}:{step.index}:compensate", name=compensation.name, arguments=arguments
             )
-            result = await gate.call(call, self.principal, self._context())
+            result = await self._settled(gate, call)
             step.compensation = result
             if result.is_error:
                 what = (
@@ -263,6 +291,8 @@ class Saga:
                     if result.approval is not None
                     else "may or may not have taken effect"
                     if in_doubt(result)
+                    else "is still running in another run of this saga"
+                    if _in_flight_elsewhere(result)
                     else f"failed: {result.content[:200]}"
                 )
                 self.outcome.status = "needs_human"
