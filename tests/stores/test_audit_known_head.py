@@ -38,7 +38,10 @@ async def _check_chain(audit: Any, call_ids: list[str]) -> None:
 
 @pytest.fixture
 def sqlite(tmp_path: Any) -> SQLiteStores:
-    return SQLiteStores(os.path.join(tmp_path, "maitre.db"))
+    """SQLite stores whose audit uses the known head (off by default on SQLite)."""
+    stores = SQLiteStores(os.path.join(tmp_path, "maitre.db"))
+    stores.audit = SQLAuditStore(stores.db, known_head=True)
+    return stores
 
 
 async def _pg(pg_dsn: str, pg_schema: str) -> Any:
@@ -58,7 +61,7 @@ async def test_a_plain_sqlite_append_is_one_statement(sqlite: SQLiteStores) -> N
 
 
 async def test_a_stale_sqlite_head_is_resealed_under_the_lock(sqlite: SQLiteStores) -> None:
-    other = SQLAuditStore(sqlite.db)  # a second writer on the same file, with its own head
+    other = SQLAuditStore(sqlite.db, known_head=True)  # a second writer on the same file, with its own head
     ours: Any = sqlite.audit
     await ours.append(_entry("a1"))
     await other.append(_entry("b1"))
@@ -84,6 +87,7 @@ async def test_a_missing_head_row_is_never_written_after(sqlite: SQLiteStores) -
 
 async def test_the_locked_path_stays_selectable(sqlite: SQLiteStores) -> None:
     locked = SQLAuditStore(sqlite.db, known_head=False)
+    assert SQLAuditStore(sqlite.db).known_head is False  # SQLite's default: nothing to save
     await locked.append(_entry(0))
     statements: list[str] = []
     sqlite.db.conn.set_trace_callback(statements.append)
@@ -107,6 +111,7 @@ async def test_postgres_writers_with_their_own_heads_give_one_chain(pg_dsn: str,
                 tg.start_soon(writer, n)
         await _check_chain(replicas[0].audit, [f"{n}-{i}" for n in range(4) for i in range(50)])
         assert sum(r.audit.stale_heads for r in replicas) > 0  # they did clash, and recovered
+        assert all(r.audit.known_head for r in replicas)  # Postgres's default
     finally:
         for replica in replicas:
             await replica.close()
@@ -114,25 +119,69 @@ async def test_postgres_writers_with_their_own_heads_give_one_chain(pg_dsn: str,
 
 @pytest.mark.postgres
 async def test_a_postgres_batch_over_a_stale_head_is_undone_whole(pg_dsn: str, pg_schema: str) -> None:
+    # A batch of three appends, each with a step, is sealed after seq 2; while its transaction is open
+    # another replica appends seq 3. The three-row insert clashes on seq 3: no row of it and none of
+    # its steps may stay, and the batch is resealed after seq 3 under the lock.
     ours, other = await _pg(pg_dsn, pg_schema), await _pg(pg_dsn, pg_schema)
     try:
-        await other.db.execute("CREATE TABLE IF NOT EXISTS {s}.side (n INTEGER)")
+        await ours.db.execute("CREATE TABLE IF NOT EXISTS {s}.side (n INTEGER)")
         await ours.audit.append(_entry("a0"))
-        await other.audit.append(_entry("b0"))  # seq 2: ours still remembers seq 1
+        first_open, second_open = anyio.Event(), anyio.Event()
+        release_first, release_second = anyio.Event(), anyio.Event()
+        runs: Counter[str] = Counter()
 
-        async def step(tx: Tx) -> None:
-            await tx.execute("INSERT INTO {s}.side VALUES (1)")
+        def step(name: str, opened: anyio.Event | None = None, release: anyio.Event | None = None) -> Any:
+            async def run(tx: Tx) -> None:
+                runs[name] += 1
+                if opened is not None and release is not None:
+                    opened.set()
+                    await release.wait()
+                await tx.execute("INSERT INTO {s}.side VALUES (1)")
 
-        async with anyio.create_task_group() as tg:  # one leads, three queue and share a batch
-            tg.start_soon(ours.audit.append, _entry("a1"))
-            for i in range(2, 5):
-                tg.start_soon(ours.audit.append_after, _entry(f"a{i}"), step)
-        assert ours.audit.stale_heads == 1  # the first batch clashed on seq 2 and was resealed
-        assert await ours.db.fetchone("SELECT count(*) FROM {s}.side") == (3,)  # steps ran once each
-        await _check_chain(ours.audit, ["a0", "b0", "a1", "a2", "a3", "a4"])
+            return run
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ours.audit.append_after, _entry("a1"), step("a1", first_open, release_first))
+            await first_open.wait()  # a1 is being written alone; the next three queue behind it
+            tg.start_soon(ours.audit.append_after, _entry("a2"), step("a2", second_open, release_second))
+            tg.start_soon(ours.audit.append_after, _entry("a3"), step("a3"))
+            tg.start_soon(ours.audit.append_after, _entry("a4"), step("a4"))
+            await anyio.sleep(0.05)
+            release_first.set()
+            await second_open.wait()  # the batch a2..a4 is open, sealed after seq 2
+            assert (await other.audit.append(_entry("b0"))).seq == 3
+            release_second.set()
+        assert ours.audit.stale_heads == 1
+        assert runs == Counter({"a1": 1, "a2": 2, "a3": 2, "a4": 2})  # the batch ran twice ...
+        assert await ours.db.fetchone("SELECT count(*) FROM {s}.side") == (4,)  # ... and stayed once
+        await _check_chain(ours.audit, ["a0", "a1", "b0", "a2", "a3", "a4"])
+        assert [e.call_id for e in await ours.audit.entries(since_seq=3)] == ["a2", "a3", "a4"]
     finally:
         await ours.close()
         await other.close()
+
+
+@pytest.mark.postgres
+async def test_a_postgres_batch_is_one_guarded_statement(pg_dsn: str, pg_schema: str) -> None:
+    stores = await _pg(pg_dsn, pg_schema)
+    try:
+        audit: Any = stores.audit
+        await audit.append(_entry(0))  # the first append reads the head under the lock
+        statements: list[str] = []
+        real = stores.db.execute
+
+        async def execute(sql: str, params: Any = ()) -> int:
+            statements.append(sql)
+            return int(await real(sql, params))
+
+        stores.db.execute = execute
+        async with anyio.create_task_group() as tg:
+            for i in range(1, 6):
+                tg.start_soon(audit.append, _entry(i))
+        assert len(statements) < 5 and all("WHERE EXISTS" in sql for sql in statements)
+        await _check_chain(audit, [str(i) for i in range(6)])
+    finally:
+        await stores.close()
 
 
 _WORKER = """
@@ -142,7 +191,9 @@ from maitre.audit import AuditEntry
 async def main(kind, where, name, count):
     if kind == "sqlite":
         from maitre.stores import SQLiteStores
+        from maitre.storage.audit import SQLAuditStore
         stores = SQLiteStores(where)
+        stores.audit = SQLAuditStore(stores.db, known_head=True)
     else:
         from maitre.stores.postgres import PostgresStores
         dsn, schema = where.split("|")

@@ -41,8 +41,11 @@ held by the database, not by the memory of the head:
 
 A store that sees a stale head falls back to the lock for its next batches (`_STALE_BACKOFF`), so
 replicas that take turns on one database do not pay a failed insert on every append.
-`SQLAuditStore(engine, known_head=False)` keeps the locked path for every batch (the benchmarks
-compare the two).
+
+It is on by default where a statement is a round trip (Postgres). On SQLite the lock, the head read
+and the commit are calls into the library, not round trips: the guarded statement measured the same
+or a little slower there (benchmarks/store_bench.py), so SQLite keeps the locked path unless
+`known_head=True` asks for it; `known_head=False` keeps the locked path on any engine.
 """
 
 from __future__ import annotations
@@ -127,12 +130,13 @@ class _Pending:
 class SQLAuditStore:
     """`AuditStore` over an engine, with group commit (see the module docstring)."""
 
-    def __init__(self, engine: Engine, *, known_head: bool = True) -> None:
+    def __init__(self, engine: Engine, *, known_head: bool | None = None) -> None:
         self.engine = engine
         """The engine (so another concern's step can join an append: `append_after`)."""
-        self.known_head = known_head
+        self.known_head = not engine.commits_inline if known_head is None else known_head
         """Seal after the head this store last wrote and insert with one guarded statement (see
-        the module docstring); False: lock and read the head in every batch."""
+        the module docstring; by default where commits wait for a server); False: lock and read
+        the head in every batch."""
         self._head: tuple[int, str] | None = None
         self._head_known = False
         self._locked_left = 0
