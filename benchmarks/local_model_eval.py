@@ -142,7 +142,7 @@ async def run_mode(
     plain = [c for c in cases if "search" not in c.tags]
     search = [c for c in cases if "search" in c.tags]
     started = time.monotonic()
-    trial_records = []
+    trial_records: list[tuple[EvalCase, Any]] = []
     for group, is_search in ((plain, False), (search, True)):
         if not group:
             continue
@@ -173,6 +173,32 @@ async def run_mode(
         "wall_s": round(elapsed, 1),
         "wall_s_per_step": round(elapsed / steps, 2) if steps else None,
         "failed_cases": sorted({c.id for c, r in trial_records if not r.passed}),
+        "trials": [_trial_detail(case, record) for case, record in trial_records],
+    }
+
+
+def _trial_detail(case: EvalCase, record: Any) -> dict[str, Any]:
+    """What one trial did, in enough detail to tell a model's mistake from maitre's."""
+    return {
+        "case": case.id,
+        "passed": record.passed,
+        "stop_reason": record.stop_reason,
+        "steps": record.steps,
+        "elapsed_s": round(record.elapsed_s, 1),
+        "calls": [
+            {
+                "tool": call.tool,
+                "arguments": call.arguments,
+                "known": call.known,
+                "schema_valid": call.schema_valid,
+                "decision": call.decision,
+                "error_code": call.error_code,
+            }
+            for call in record.calls
+        ],
+        "final_text": record.final_text[:300],
+        "error": record.error,
+        "failed_checks": [f"{check.name}: {check.detail}" for check in record.checks if not check.ok],
     }
 
 
@@ -183,6 +209,7 @@ def main() -> int:
     parser.add_argument("--cases", help="comma-separated case ids (default: all 15)")
     parser.add_argument("--modes", default="on,off", help="constrained modes to run: on,off | on | off")
     parser.add_argument("--json", type=Path, help="write the numbers here")
+    parser.add_argument("--details", action="store_true", help="print each trial's calls, checks and answer")
     args = parser.parse_args()
 
     cases = load_cases(str(CASES))
@@ -218,6 +245,9 @@ def main() -> int:
             f"  steps {row['steps']}  {row['wall_s_per_step']} s/step  load {row['loadavg_before']}"
             f"  failed: {', '.join(row['failed_cases']) or '-'}"
         )
+        if args.details:
+            for trial in row["trials"]:
+                print("  " + json.dumps(trial, ensure_ascii=False, default=str))
     if args.json:
         args.json.write_text(json.dumps({"model": getattr(model, "name", ""), "rows": rows}, indent=2))
     return 0
