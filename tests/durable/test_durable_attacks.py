@@ -16,6 +16,7 @@ import pytest
 
 from maitre import Principal, Toolbox, ToolError
 from maitre.agent import Agent, ApprovalDecision, Limits
+from maitre.context import IdempotencyKey
 from maitre.durable import DurableAgent, executor
 from maitre.durable.saga import RETRY_THEN_COMPENSATE, Saga
 from maitre.exceptions import UserError
@@ -251,3 +252,150 @@ async def test_a_saga_run_twice_at_once_does_not_undo_a_step_still_running_in_th
     assert "cancel AI-101" not in ledger, outcomes
     assert ledger.count("calendar Pune") == 1
     assert [o.status for o in outcomes] == ["completed", "completed"]
+
+
+# -- tools that misbehave inside a durable step ---------------------------------------------------------
+
+
+class _OneCallThenNext:
+    """Calls `first`, then (whatever it got) `then`, then answers with what it read."""
+
+    name = "scripted"
+
+    def __init__(self, first: str, then: str | None = None) -> None:
+        self.first, self.then = first, then
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        done = [m for m in request.messages if getattr(m, "role", "") == "tool"]
+        plan = [self.first] + ([self.then] if self.then else [])
+        if len(done) < len(plan):
+            name = plan[len(done)]
+            return ModelResponse(
+                tool_calls=[ToolCall(id=f"c{len(done)}", name=name, arguments={"order": "A1"})],
+                stop_reason="tool_use",
+            )
+        return ModelResponse(text="Read: " + " | ".join(getattr(m, "content", "") for m in done))
+
+
+def _misbehaving(ledger: list[str]) -> Toolbox:
+    box = Toolbox("m")
+
+    @box.tool(effect="write")
+    def refund_raises(order: str) -> str:
+        """Refund (raises a bug after the side effect)."""
+        ledger.append(f"refund {order}")
+        raise KeyError("bug after the money moved")
+
+    def was_refunded(key: IdempotencyKey) -> str | None:
+        return "Refunded (checked)." if f"refund-checked {key}" in ledger else None
+
+    @box.tool(effect="write", reconcile=was_refunded)
+    def refund_checked(order: str, key: IdempotencyKey) -> str:
+        """Refund (raises a bug after the side effect; has a reconcile check)."""
+        ledger.append(f"refund-checked {key}")
+        raise KeyError("bug after the money moved")
+
+    @box.tool(effect="write", timeout=0.3)
+    async def refund_hangs(order: str) -> str:
+        """Refund (hangs after the side effect)."""
+        ledger.append(f"refund {order}")
+        await anyio.sleep(10)
+        return "refunded"
+
+    @box.tool
+    def huge(order: str) -> str:
+        """Look up an order (returns megabytes)."""
+        ledger.append(f"huge {order}")
+        return "x" * 3_000_000
+
+    @box.tool(effect="write")
+    def notify(order: str) -> str:
+        """Tell the customer the refund went through."""
+        ledger.append(f"notify {order}")
+        return "notified"
+
+    return box
+
+
+@pytest.mark.parametrize("tool", ["m.refund_raises", "m.refund_hangs"])
+async def test_a_write_that_breaks_inside_a_durable_step_stops_the_run_for_a_person(
+    tmp_path: Path, tool: str
+) -> None:
+    """The refund's side effect happened, then the tool raised (a bug, not a ToolError) or hung past
+    its timeout: its outcome is unknown. The run stops as needing a person - the model does not
+    read past it and notify the customer - and asking again runs nothing twice."""
+    from dbos import DBOS
+
+    ledger: list[str] = []
+    async with await open_stores(str(tmp_path / "t.db")) as stores:
+        agent = Agent(
+            _OneCallThenNext(tool, "m.notify"),
+            _misbehaving(ledger),
+            stores=stores,
+            limits=Limits(max_steps=4),
+            notes=False,
+        )
+        durable = DurableAgent(agent, name=f"misbehaving-{tool}")
+        try:
+            async with executor(f"sqlite:///{tmp_path / 't.dbos.sqlite'}", executor_id="mis-1"):
+                run = await durable.run("refund A1", ALICE, run_id="t1")
+                assert run.status == "stopped" and str(run.stop_reason) == "needs_human", run.final_text
+                assert tool in run.final_text
+                again = await durable.run("refund A1", ALICE, run_id="t1")
+                assert again.final_text == run.final_text
+                steps = await DBOS.list_workflow_steps_async("t1")
+                assert [s["function_name"] for s in steps].count("maitre.gate.call") == 1
+        finally:
+            durable.unregister()
+    assert ledger == ["refund A1"]  # once, and no notification about an unknown refund
+
+
+async def test_a_huge_result_is_recorded_cut_and_not_run_again(tmp_path: Path) -> None:
+    from dbos import DBOS
+
+    ledger: list[str] = []
+    async with await open_stores(str(tmp_path / "h.db")) as stores:
+        agent = Agent(
+            _OneCallThenNext("m.huge"),
+            _misbehaving(ledger),
+            stores=stores,
+            limits=Limits(max_steps=3),
+            notes=False,
+        )
+        durable = DurableAgent(agent, name="huge")
+        try:
+            async with executor(f"sqlite:///{tmp_path / 'h.dbos.sqlite'}", executor_id="huge-1"):
+                run = await durable.run("look up A1", ALICE, run_id="h1")
+                assert run.status == "finished"
+                assert len(run.final_text) < 200_000
+                steps = await DBOS.list_workflow_steps_async("h1")
+                recorded = [s["output"] for s in steps if s["function_name"] == "maitre.gate.call"]
+                assert len(recorded) == 1 and len(str(recorded[0])) < 200_000
+                again = await durable.run("look up A1", ALICE, run_id="h1")
+                assert again.final_text == run.final_text
+        finally:
+            durable.unregister()
+    assert ledger == ["huge A1"]
+
+
+async def test_a_write_that_broke_is_settled_by_its_reconcile_check_in_the_same_step(tmp_path: Path) -> None:
+    ledger: list[str] = []
+    async with await open_stores(str(tmp_path / "r.db")) as stores:
+        agent = Agent(
+            _OneCallThenNext("m.refund_checked", "m.notify"),
+            _misbehaving(ledger),
+            stores=stores,
+            limits=Limits(max_steps=4),
+            notes=False,
+        )
+        durable = DurableAgent(agent, name="reconciled")
+        try:
+            async with executor(f"sqlite:///{tmp_path / 'r.dbos.sqlite'}", executor_id="rec-1"):
+                run = await durable.run("refund A1", ALICE, run_id="k1")
+                assert run.status == "finished", run.final_text
+                assert run.final_text == "Read: Refunded (checked). | notified"
+                again = await durable.run("refund A1", ALICE, run_id="k1")
+                assert again.final_text == run.final_text
+        finally:
+            durable.unregister()
+    assert [line.split(" ")[0] for line in ledger] == ["refund-checked", "notify"]

@@ -13,6 +13,11 @@ another worker that found this executor dead, see `maitre.durable.worker`): the 
 start, every recorded step returns what it returned the first time without running (no model call
 is repeated, no tool is called again), and the first step that was not recorded runs for real.
 
+A write that ran and then broke (raised a bug rather than a `ToolError`, or ran past its timeout)
+is in doubt the same way: its reconcile hook, asked in the same step, settles it, or the run stops
+as needing a person - the model never reads "continue without it" about a refund that may have
+gone through.
+
 Exactly-once effects are the gate's: a step killed inside a write runs again, and its idempotency
 key - minted from the run id and the arguments, the same in the new attempt - decides. A key left
 in flight by a dead process is in doubt: the tool's `reconcile` hook says whether the effect
@@ -45,7 +50,7 @@ from dbos._error import DBOSWorkflowIDInUseError
 from ..context import RunContext, new_run_id
 from ..exceptions import UserError
 from ..gate import CallOptions, Gate
-from ..gate.idempotency import call_lease_s
+from ..gate.idempotency import call_lease_s, needs_key
 from ..messages import Message, UserMessage, message_from_dict
 from ..models.base import Model, ModelError, ModelRequest, ModelResponse
 from ..storage.base import ApprovalStateError, RunState
@@ -205,6 +210,19 @@ def _in_flight_elsewhere(result: ToolResult) -> bool:
     )
 
 
+def _broke(result: ToolResult, tool: Any) -> bool:
+    """A write that ran and then raised (a bug, not a `ToolError`) or ran past its timeout: the gate
+    marked its key uncertain, because the side effect may have happened. In a durable run that is
+    a call in doubt, not an error for the model to read past."""
+    error = result.error
+    return (
+        error is not None
+        and error.code in (ErrorCode.TIMEOUT, ErrorCode.INTERNAL)
+        and error.details.get("executed") is not False
+        and needs_key(tool)
+    )
+
+
 def _require_launched() -> None:
     from .runtime import is_launched
 
@@ -291,15 +309,15 @@ class DurableGate:
         if recorded is not None:
             apply_context(run, recorded)
         used = approval_id or (options.approval_id if options is not None else None)
-        if in_doubt(result, used):
+        if in_doubt(result, used) or _broke(result, self.inner.toolbox.get(call.name)):
             raise NeedsHuman(
                 NeedsHumanInfo(
                     tool=result.name,
                     call_id=call.id,
                     message=(
-                        f"The run stopped: an earlier attempt of {result.name} (call {call.id}) was "
-                        "interrupted and may or may not have taken effect, and the tool has no reconcile "
-                        "check. A person must check it before the run goes on."
+                        f"The run stopped: an attempt of {result.name} (call {call.id}) was "
+                        "interrupted or broke and may or may not have taken effect, and no reconcile "
+                        "check settled it. A person must check it before the run goes on."
                     ),
                 )
             )
@@ -329,6 +347,12 @@ class DurableGate:
                 await anyio.sleep(pause)
                 apply_context(run, before)  # the same call again, not a repeat for the loop guard
                 result = await self.inner.call(call, principal, run, options, approval_id=approval_id)
+        tool = self.inner.toolbox.get(call.name)
+        if _broke(result, tool) and tool is not None and tool.reconcile is not None:
+            # The same call again, in the same step: the gate finds its key uncertain and the tool's
+            # reconcile check says whether the effect happened (replayed) or not (run once more).
+            apply_context(run, before)
+            result = await self.inner.call(call, principal, run, options, approval_id=approval_id)
         text = encode_result(result, run)
         return await self.sealer.seal(principal, text) if self.sealer is not None else text
 
