@@ -184,6 +184,31 @@ async def test_a_postgres_batch_is_one_guarded_statement(pg_dsn: str, pg_schema:
         await stores.close()
 
 
+@pytest.mark.postgres
+async def test_a_postgres_batch_larger_than_one_statement_commits_as_one(pg_dsn: str, pg_schema: str) -> None:
+    # 120 appends queue behind the first: more rows than one guarded INSERT takes, so the batch is
+    # several guarded INSERTs in one transaction.
+    stores = await _pg(pg_dsn, pg_schema)
+    try:
+        audit: Any = stores.audit
+        await audit.append(_entry("first"))
+        transactions = [0]
+        real = stores.db.transact
+
+        async def transact(op: Any, **kwargs: Any) -> Any:
+            transactions[0] += 1
+            return await real(op, **kwargs)
+
+        stores.db.transact = transact
+        async with anyio.create_task_group() as tg:
+            for i in range(121):
+                tg.start_soon(audit.append, _entry(i))
+        assert transactions[0] >= 1 and audit.stale_heads == 0
+        await _check_chain(audit, ["first"] + [str(i) for i in range(121)])
+    finally:
+        await stores.close()
+
+
 _WORKER = """
 import sys, anyio
 from maitre.audit import AuditEntry

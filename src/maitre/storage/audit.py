@@ -80,6 +80,9 @@ _GUARD_AFTER = " WHERE EXISTS (SELECT 1 FROM {s}.audit WHERE seq = ? AND hash = 
 _GUARD_FIRST = " WHERE NOT EXISTS (SELECT 1 FROM {s}.audit)"
 _STALE_BACKOFF = 32
 """Batches written the locked way after the known head was found stale (another writer appended)."""
+_MAX_ROWS = 50
+"""Rows per guarded INSERT (18 parameters each: well under SQLite's oldest limit of 999). A larger
+batch is several guarded INSERTs in one transaction."""
 _UNIQUE_VIOLATION = "23505"  # Postgres SQLSTATE
 
 
@@ -237,31 +240,36 @@ class SQLAuditStore:
         """Write `batch` sealed after `head` with one guarded INSERT; the new head. Raises `_Stale`
         (nothing written) when `head` is not the chain's head."""
 
-        def seal_all(items: list[_Pending]) -> tuple[list[object], tuple[int, str] | None]:
-            params: list[object] = []
+        def seal_all(
+            items: list[_Pending],
+        ) -> tuple[list[tuple[str, list[object], int]], tuple[int, str] | None]:
+            """Seal `items` after `head`: the guarded INSERTs (at most `_MAX_ROWS` rows each, each
+            guarded by the entry before its first) and the new head."""
+            statements: list[tuple[str, list[object], int]] = []
             last = head
-            for pending in items:
-                sealed = seal_next(pending.entry, last)
-                params.extend(audit_to_row(sealed))
-                pending.sealed, last = sealed, (sealed.seq, sealed.hash)
-            if head is not None:
-                params.extend(head)
-            return params, last
-
-        def sql(rows: int) -> str:
-            return guarded_insert_sql(rows, first=head is None)
+            for start in range(0, len(items), _MAX_ROWS):
+                chunk, after = items[start : start + _MAX_ROWS], last
+                params: list[object] = []
+                for pending in chunk:
+                    sealed = seal_next(pending.entry, last)
+                    params.extend(audit_to_row(sealed))
+                    pending.sealed, last = sealed, (sealed.seq, sealed.hash)
+                if after is not None:
+                    params.extend(after)
+                statements.append((guarded_insert_sql(len(chunk), first=after is None), params, len(chunk)))
+            return statements, last
 
         for pending in batch:
             pending.sealed = pending.error = None
-        if all(pending.step is None for pending in batch):
-            params, last = seal_all(batch)
+        if len(batch) <= _MAX_ROWS and all(pending.step is None for pending in batch):
+            ((sql, params, rows),), last = seal_all(batch)  # one statement, autocommitted: all or none
             try:
-                written = await self.engine.execute(sql(len(batch)), params)
+                written = await self.engine.execute(sql, params)
             except BaseException:
                 for pending in batch:
                     pending.sealed = None
                 raise
-            if written != len(batch):
+            if written != rows:
                 for pending in batch:
                     pending.sealed = None
                 raise _Stale
@@ -279,11 +287,10 @@ class SQLAuditStore:
                         pending.error = exc
                         continue
                 kept.append(pending)
-            if not kept:
-                return head
-            params, last = seal_all(kept)
-            if await tx.execute(sql(len(kept)), params) != len(kept):
-                raise _Stale  # rolls the steps back too: the locked path runs them again
+            statements, last = seal_all(kept)
+            for sql, params, rows in statements:
+                if await tx.execute(sql, params) != rows:
+                    raise _Stale  # rolls the steps back too: the locked path runs them again
             return last
 
         try:
