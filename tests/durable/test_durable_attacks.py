@@ -399,3 +399,59 @@ async def test_a_write_that_broke_is_settled_by_its_reconcile_check_in_the_same_
         finally:
             durable.unregister()
     assert [line.split(" ")[0] for line in ledger] == ["refund-checked", "notify"]
+
+
+class _BookThenCancel:
+    """Books AI-101, then tries to run the booking's compensation itself."""
+
+    name = "greedy"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        done = [m for m in request.messages if getattr(m, "role", "") == "tool"]
+        plan = [
+            ("trip.book_flight", {"flight": "AI-101"}),
+            ("trip.cancel_flight", {"flight": "AI-101", "result": "x"}),
+        ]
+        if len(done) < len(plan):
+            name, arguments = plan[len(done)]
+            return ModelResponse(
+                tool_calls=[ToolCall(id=f"c{len(done)}", name=name, arguments=arguments)],
+                stop_reason="tool_use",
+            )
+        return ModelResponse(text=" | ".join(getattr(m, "content", "") for m in done))
+
+
+async def test_a_durable_run_under_a_saga_id_replays_nothing_of_the_saga_and_cannot_compensate(
+    tmp_path: Path,
+) -> None:
+    ledger: list[str] = []
+    box = _trip(ledger)
+    async with await open_stores(str(tmp_path / "g.db")) as stores:
+        saga = await _plan(Gate(box, stores=stores), ALICE, "trip-7")
+        assert saga.status == "compensated"  # booked, calendar down, cancelled by the runtime
+        agent = Agent(
+            _BookThenCancel(),
+            box,
+            stores=stores,
+            limits=Limits(max_steps=4),
+            notes=False,
+            durable=True,
+            durable_name="saga-ids",
+        )
+        try:
+            async with executor(f"sqlite:///{tmp_path / 'g.dbos.sqlite'}", executor_id="sid-1"):
+                for who in (ALICE, BOB):
+                    run = await agent.run("book AI-101", who, run_id=f"trip-7-{who.user}")
+                    assert run.status == "finished"
+                    tool_results = [m for m in run.messages if getattr(m, "role", "") == "tool"]
+                    assert not getattr(tool_results[0], "is_error", True)
+                    assert getattr(tool_results[1], "is_error", False)  # the compensation: no such tool
+                # the saga's own id as a run id: its booking (since cancelled) is not replayed
+                run = await agent.run("book AI-101", ALICE, run_id="trip-7")
+                assert run.status == "finished"
+                with pytest.raises(UserError, match="reserved"):
+                    await agent.run("book AI-101", ALICE, run_id="saga:trip-7")
+        finally:
+            agent.durable.unregister()
+    assert ledger.count("cancel AI-101") == 1  # the runtime's, never the model's
+    assert ledger.count("book AI-101 alice") == 3 and ledger.count("book AI-101 bob") == 1

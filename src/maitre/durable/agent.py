@@ -96,6 +96,9 @@ RESUME_MARK = ":resume:"
 """What a resumption's workflow id holds between the run id and the pause's digest; a run id may
 not hold it (a run started under `r1:resume:...` would take the id of r1's resumption)."""
 
+SAGA_RUN_PREFIX = "saga:"
+"""The run id a saga's calls carry starts with this (`maitre.durable.saga`): no run may."""
+
 _RUN_WORKFLOW = "maitre.durable.run"
 
 
@@ -456,6 +459,8 @@ class DurableAgent:
         run_id = run_id or new_run_id()
         if RESUME_MARK in run_id:
             raise UserError(f"a run id may not contain {RESUME_MARK!r}: it is reserved for resumptions")
+        if run_id.startswith(SAGA_RUN_PREFIX):
+            raise UserError(f"a run id may not start with {SAGA_RUN_PREFIX!r}: it is reserved for sagas")
         await self._claim(run_id, principal)
         given = await self._seal(principal, json.dumps([m.to_dict() for m in messages], default=str))
         try:

@@ -52,12 +52,14 @@ from ..gate.idempotency import call_lease_s
 from ..tools import Tool, Toolbox
 from ..tools.tool import COMPENSATION_RESULT
 from ..types import Principal, ToolCall, ToolResult
+from .agent import SAGA_RUN_PREFIX as _SAGA_RUN_PREFIX
 from .agent import DurableGate, _in_flight_elsewhere, in_doubt
 
 __all__ = [
     "FLAG_FOR_HUMAN",
     "RESULT_PARAMETER",
     "RETRY_THEN_COMPENSATE",
+    "SAGA_RUN_PREFIX",
     "Saga",
     "SagaFailed",
     "SagaOutcome",
@@ -68,6 +70,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger("maitre.durable.saga")
+
+SAGA_RUN_PREFIX = _SAGA_RUN_PREFIX
+"""The run id a saga's calls carry is this followed by the saga id (a durable run id may not start
+with it), so an agent run whose id is the saga's shares no idempotency key with the saga."""
 
 RESULT_PARAMETER = COMPENSATION_RESULT
 """The compensation's parameter that receives the original call's result text."""
@@ -188,7 +194,9 @@ class Saga:
     def _context(self) -> RunContext:
         # A fresh context per attempt: a retry is the saga's decision, not a loop to guard against;
         # the idempotency key is minted from the saga id and the arguments, the same every time.
-        return RunContext(run_id=self.saga_id, principal=self.principal)
+        # The saga's own run id, apart from agent runs': a run started under the saga's id must not
+        # replay the saga's calls (a booking the saga has since cancelled, reported as booked).
+        return RunContext(run_id=SAGA_RUN_PREFIX + self.saga_id, principal=self.principal)
 
     async def call(
         self, tool: str, arguments: dict[str, Any], *, policy: StepPolicy | None = None
