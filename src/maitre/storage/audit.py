@@ -96,10 +96,14 @@ def guarded_insert_sql(rows: int, *, first: bool) -> str:
 
 
 def _is_conflict(exc: BaseException) -> bool:
-    """True for a primary-key clash: another writer appended after the head we sealed over."""
+    """True for a clash on the audit table's `seq` key: another writer appended after the head we
+    sealed over (any other error is not a stale head and goes on as it is)."""
     if isinstance(exc, sqlite3.IntegrityError):
-        return True
-    return getattr(exc, "sqlstate", None) == _UNIQUE_VIOLATION
+        return "audit.seq" in str(exc)  # "UNIQUE constraint failed: audit.seq"
+    if getattr(exc, "sqlstate", None) != _UNIQUE_VIOLATION:
+        return False
+    diag = getattr(exc, "diag", None)
+    return getattr(diag, "table_name", None) == "audit"
 
 
 class _Stale(Exception):
