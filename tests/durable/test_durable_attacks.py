@@ -455,3 +455,62 @@ async def test_a_durable_run_under_a_saga_id_replays_nothing_of_the_saga_and_can
             agent.durable.unregister()
     assert ledger.count("cancel AI-101") == 1  # the runtime's, never the model's
     assert ledger.count("book AI-101 alice") == 3 and ledger.count("book AI-101 bob") == 1
+
+
+async def test_two_users_starting_the_same_new_run_id_at_once_get_one_run_each_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MAITRE_LEDGER", str(tmp_path / "ledger"))
+    monkeypatch.delenv("MAITRE_KILL", raising=False)
+    outcomes: dict[str, Any] = {}
+    async with await open_stores(str(tmp_path / "race.db")) as stores:
+        durable = DurableAgent(kill_agent.make_agent(stores), name="race")
+        try:
+            async with executor(f"sqlite:///{tmp_path / 'race.dbos.sqlite'}", executor_id="race-1"):
+
+                async def start(who: Principal) -> None:
+                    try:
+                        outcomes[who.user] = await durable.run("book it", who, run_id="same")
+                    except UserError as exc:
+                        outcomes[who.user] = exc
+
+                async with anyio.create_task_group() as group:
+                    for who in (ALICE, BOB, EVE):
+                        group.start_soon(start, who)
+        finally:
+            durable.unregister()
+    runs = {user: o for user, o in outcomes.items() if not isinstance(o, UserError)}
+    assert len(runs) == 1, outcomes  # one of them owns the id; the others are refused
+    ((owner, run),) = runs.items()
+    assert run.principal.user == owner and run.status == "finished"
+    assert all("taken" in str(o) for o in outcomes.values() if isinstance(o, UserError))
+    assert effects(tmp_path / "ledger") == ["book_flight"]
+
+
+class _BrokenModel:
+    name = "broken"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        raise ZeroDivisionError("a bug in the model adapter")
+
+
+async def test_a_model_adapter_bug_inside_a_durable_step_stops_the_run_and_is_not_asked_again(
+    tmp_path: Path,
+) -> None:
+    model = _BrokenModel()
+    async with await open_stores(str(tmp_path / "mb.db")) as stores:
+        agent = Agent(model, _misbehaving([]), stores=stores, limits=Limits(max_steps=3), notes=False)
+        durable = DurableAgent(agent, name="broken-model")
+        try:
+            async with executor(f"sqlite:///{tmp_path / 'mb.dbos.sqlite'}", executor_id="mb-1"):
+                run = await durable.run("hello", ALICE, run_id="mb1")
+                assert run.status == "stopped" and run.final_text, run
+                again = await durable.run("hello", ALICE, run_id="mb1")
+                assert again.final_text == run.final_text and again.status == run.status
+        finally:
+            durable.unregister()
+    assert model.calls == 1
