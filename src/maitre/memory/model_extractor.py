@@ -49,12 +49,14 @@ if TYPE_CHECKING:
     from .extract import ConversationTurn
 
 __all__ = [
-    "MODEL_KEY_SYNONYMS",
-    "TOOL_NAME",
+    "Complete",
     "ExtractionError",
     "ExtractionStats",
     "FactProposal",
+    "MODEL_KEY_SYNONYMS",
     "ModelExtractor",
+    "SYSTEM_PROMPT",
+    "TOOL_NAME",
     "facts_schema",
 ]
 
