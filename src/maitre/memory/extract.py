@@ -29,7 +29,15 @@ from typing import Any, Protocol, runtime_checkable
 from .model import Candidate, Origin
 from .model_extractor import ModelExtractor
 
-__all__ = ["AsyncExtractor", "ConversationTurn", "Extractor", "Found", "ModelExtractor", "RuleExtractor"]
+__all__ = [
+    "AsyncExtractor",
+    "ConversationTurn",
+    "Extractor",
+    "Found",
+    "ModelExtractor",
+    "RuleExtractor",
+    "stated_text",
+]
 
 log = logging.getLogger(__name__)
 
