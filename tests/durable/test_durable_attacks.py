@@ -81,6 +81,8 @@ async def test_another_user_cannot_take_a_durable_run_by_its_id(
                         await durable.run("book and upgrade", other, run_id="r1")
                     with pytest.raises(UserError, match="no run"):
                         await durable.continue_abandoned("r1", principal=other)
+                    with pytest.raises(UserError, match="no run"):  # finished: still not theirs
+                        await durable.resume("r1", principal=other)
                 # Bob's own run under a fresh id is his
                 mine = await durable.run("book it", BOB, run_id="b1")
                 assert mine.status == "finished" and mine.principal.user == "bob"
@@ -304,9 +306,9 @@ def _misbehaving(ledger: list[str]) -> Toolbox:
 
     @box.tool
     def huge(order: str) -> str:
-        """Look up an order (returns megabytes)."""
+        """Look up an order (returns a megabyte)."""
         ledger.append(f"huge {order}")
-        return "x" * 3_000_000
+        return "x" * 1_000_000
 
     @box.tool(effect="write")
     def notify(order: str) -> str:
