@@ -7,6 +7,7 @@ under it, or decide the first user's approvals.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -510,9 +511,13 @@ async def test_a_model_adapter_bug_inside_a_durable_step_stops_the_run_and_is_no
         try:
             async with executor(f"sqlite:///{tmp_path / 'mb.dbos.sqlite'}", executor_id="mb-1"):
                 run = await durable.run("hello", ALICE, run_id="mb1")
-                assert run.status == "stopped" and run.final_text, run
+                assert run.status == "stopped" and str(run.stop_reason) == "model_error"
+                assert "ZeroDivisionError" in run.final_text
                 again = await durable.run("hello", ALICE, run_id="mb1")
                 assert again.final_text == run.final_text and again.status == run.status
         finally:
             durable.unregister()
     assert model.calls == 1
+    with sqlite3.connect(tmp_path / "mb.dbos.sqlite") as conn:  # recorded as JSON, no pickled exception
+        rows = conn.execute("SELECT function_name, error FROM operation_outputs").fetchall()
+    assert ("maitre.model.complete", None) in rows and all(error is None for _, error in rows)

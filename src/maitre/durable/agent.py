@@ -264,6 +264,12 @@ class DurableModel:
             response = await self.inner.complete(request)
         except ModelError as exc:
             text = encode_model_error(exc)
+        except Exception as exc:
+            # A bug in the adapter: recorded as a failed call (JSON, like every step), not left for
+            # DBOS to pickle the exception - its message, perhaps holding the user's words, unsealed.
+            logger.error("model %s raised %s in a durable step", self.name, type(exc).__name__, exc_info=True)
+            failed = ModelError(f"the model adapter raised {type(exc).__name__}", retryable=False)
+            text = encode_model_error(failed)
         else:
             text = encode_model(response)
         return await self.sealer.seal(_PRINCIPAL.get(), text) if self.sealer is not None else text
