@@ -521,3 +521,48 @@ async def test_a_model_adapter_bug_inside_a_durable_step_stops_the_run_and_is_no
     with sqlite3.connect(tmp_path / "mb.dbos.sqlite") as conn:  # recorded as JSON, no pickled exception
         rows = conn.execute("SELECT function_name, error FROM operation_outputs").fetchall()
     assert ("maitre.model.complete", None) in rows and all(error is None for _, error in rows)
+
+
+async def test_a_personal_compensation_run_in_a_durable_saga_is_recorded_sealed(tmp_path: Path) -> None:
+    """The saga's own gate for compensations records them as steps too: a personal one sealed."""
+    from dbos import DBOS, SetWorkflowID
+
+    from maitre.durable import DurableGate
+
+    box, undo = Toolbox("h"), Toolbox("h")
+    done: list[str] = []
+
+    @undo.tool(effect="write", personal=True)
+    def cancel_visit(clinic: str, result: str) -> str:
+        """Cancel the visit."""
+        done.append("cancel")
+        return f"Cancelled the {SECRET} visit at {clinic}."
+
+    @box.tool(effect="write", compensate=undo.get("h.cancel_visit"))
+    def book_visit(clinic: str) -> str:
+        """Book a visit."""
+        done.append("book")
+        return f"Booked {clinic}."
+
+    @box.tool(effect="write")
+    def notify(clinic: str) -> str:
+        """Tell the clinic: fails."""
+        raise ToolError("INVALID_ARGUMENTS", "no")
+
+    async with await open_stores(str(tmp_path / "hs.db")) as stores:
+        gate = DurableGate(Gate(box, stores=stores))
+
+        @DBOS.workflow(name="test.attack.personal_saga")
+        async def visit() -> str:
+            async with Saga(gate, ALICE, saga_id="visit-1") as saga:
+                await saga.call("h.book_visit", {"clinic": "north"})
+                await saga.call("h.notify", {"clinic": "north"})
+            return saga.outcome.status
+
+        async with executor(f"sqlite:///{tmp_path / 'hs.dbos.sqlite'}", executor_id="hs-1"):
+            with SetWorkflowID("visit-wf"):
+                assert await visit() == "compensated"
+            steps = await DBOS.list_workflow_steps_async("visit-wf")
+    assert done == ["book", "cancel"]
+    outputs = [str(s["output"]) for s in steps if s["function_name"] == "maitre.gate.call"]
+    assert len(outputs) == 3 and not any(SECRET in o for o in outputs), outputs

@@ -281,6 +281,8 @@ class DurableGate:
 
     def __init__(self, gate: Gate, sealer: Sealer | None = None) -> None:
         self.inner = gate
+        if sealer is None and any(getattr(tool, "personal", False) for tool in gate.toolbox):
+            sealer = Sealer(gate.stores)  # a personal tool's recorded results are sealed, always
         self.sealer = sealer
         self._locks: dict[int, tuple[anyio.Lock, int]] = {}
 
