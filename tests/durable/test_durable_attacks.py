@@ -566,3 +566,44 @@ async def test_a_personal_compensation_run_in_a_durable_saga_is_recorded_sealed(
     assert done == ["book", "cancel"]
     outputs = [str(s["output"]) for s in steps if s["function_name"] == "maitre.gate.call"]
     assert len(outputs) == 3 and not any(SECRET in o for o in outputs), outputs
+
+
+async def test_a_durable_saga_step_or_compensation_that_breaks_flags_the_saga_for_a_person(
+    tmp_path: Path,
+) -> None:
+    """Inside a workflow the durable gate stops a write in doubt (NeedsHuman, a BaseException);
+    the saga turns it into its own needs_human outcome, with nothing compensated past it."""
+    from dbos import DBOS, SetWorkflowID
+
+    from maitre.durable import DurableGate
+
+    ledger: list[str] = []
+
+    async with await open_stores(str(tmp_path / "db.db")) as stores:
+        broken = _trip(ledger, undo="raises")
+
+        @broken.tool(effect="write")
+        def pay(amount: int) -> str:
+            """Pay: moves money, then a bug."""
+            ledger.append(f"pay {amount}")
+            raise KeyError("bug")
+
+        gate = DurableGate(Gate(broken, stores=stores))
+
+        @DBOS.workflow(name="test.attack.broken_saga")
+        async def trip(kind: str) -> str:
+            async with Saga(gate, ALICE, saga_id=f"broken-{kind}") as saga:
+                await saga.call("trip.book_flight", {"flight": "AI-101"})
+                if kind == "step":
+                    await saga.call("trip.pay", {"amount": 5400})
+                else:
+                    await saga.call("trip.create_event", {"title": "Pune"}, policy=RETRY_THEN_COMPENSATE)
+            return f"{saga.outcome.status}: {saga.outcome.reason}"
+
+        async with executor(f"sqlite:///{tmp_path / 'db.dbos.sqlite'}", executor_id="bs-1"):
+            for kind in ("step", "compensation"):
+                with SetWorkflowID(f"broken-wf-{kind}"):
+                    said = await trip(kind)
+                assert said.startswith("needs_human: "), said
+                assert ("trip.pay" if kind == "step" else "trip.cancel_flight") in said
+    assert "cancel AI-101" not in ledger and ledger.count("pay 5400") == 1

@@ -32,7 +32,9 @@ saga.outcome.status        # "completed", "compensated" or "needs_human"
   the call's lease, and its stored result taken: it is not a failure, so it is neither retried
   nor compensated (that would undo a step the other run completes).
 
-With a `DurableGate` inside a DBOS workflow every call of the saga is a recorded step.
+With a `DurableGate` inside a DBOS workflow every call of the saga is a recorded step; a call the
+durable gate stops as in doubt (`NeedsHuman`: a write that broke or was interrupted, no reconcile
+check) ends the saga as `needs_human` like any in-doubt call, instead of escaping the saga.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from ..tools import Tool, Toolbox
 from ..tools.tool import COMPENSATION_RESULT
 from ..types import Principal, ToolCall, ToolResult
 from .agent import SAGA_RUN_PREFIX as _SAGA_RUN_PREFIX
-from .agent import DurableGate, _in_flight_elsewhere, in_doubt
+from .agent import DurableGate, NeedsHuman, _in_flight_elsewhere, in_doubt
 
 __all__ = [
     "FLAG_FOR_HUMAN",
@@ -211,7 +213,11 @@ class Saga:
         for attempt in range(1 + chosen.retries):
             step.attempts = attempt + 1
             call = ToolCall(id=f"{self.saga_id}:{step.index}:{attempt}", name=tool, arguments=dict(arguments))
-            result = await self._settled(self.gate, call)
+            try:
+                result = await self._settled(self.gate, call)
+            except NeedsHuman as stop:  # a durable gate's write in doubt: the saga stops, uncompensated
+                step.status = "in_doubt"
+                return await self._flag(f"{tool} may or may not have taken effect: {stop.info.message}")
             step.result = result
             if not result.is_error:
                 step.status = "done"
@@ -291,7 +297,16 @@ class Saga:
             call = ToolCall(
                 id=f"{self.saga_id}:{step.index}:compensate", name=compensation.name, arguments=arguments
             )
-            result = await self._settled(gate, call)
+            try:
+                result = await self._settled(gate, call)
+            except NeedsHuman as stop:
+                self.outcome.status = "needs_human"
+                self.outcome.reason = (
+                    f"{reason}; the compensation {compensation.name} of {step.tool} may or may not have "
+                    f"taken effect: {stop.info.message}"
+                )
+                logger.warning("saga %s needs a person: %s", self.saga_id, self.outcome.reason)
+                return
             step.compensation = result
             if result.is_error:
                 what = (
