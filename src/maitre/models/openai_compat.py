@@ -121,7 +121,11 @@ _CONSTRAINED_PROMPT = """You can call tools. The tools are described as JSON ins
 Answer with exactly one JSON object and nothing else:
 - to call a tool: {{"tool": "<tool name>", "arguments": {{<the arguments>}}}}{parallel}
 - to answer the user: {{"answer": "<your answer in plain text>"}}
-Results come back inside <tool_response></tool_response>. When you have what you need, answer the user."""
+Call a tool whenever one can look up or do what the user asks: never answer with facts (a status, a price, \
+the weather, an amount, an outcome) that no <tool_response> in this conversation gave you.
+Results come back inside <tool_response></tool_response>. Never repeat a call whose result you already have; \
+after an error, fix the call or tell the user what went wrong. Answer the user once the results hold what \
+they need, or when no tool fits."""
 
 _PARALLEL_LINE = '\n- to call several tools at once: {"calls": [{"tool": ..., "arguments": ...}, ...]}'
 
