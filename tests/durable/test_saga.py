@@ -132,7 +132,7 @@ def _three_steps(ledger: list[str], *, failing_undo: bool = False, approval: boo
     @box.tool(effect="write")
     def third(n: int) -> str:
         """Third: always fails for good."""
-        raise ToolError("INVALID_ARGUMENT", "no")
+        raise ToolError("INVALID_ARGUMENTS", "no")
 
     @undo.tool(effect="write")
     def undo_first(n: int, result: str) -> str:
@@ -144,7 +144,7 @@ def _three_steps(ledger: list[str], *, failing_undo: bool = False, approval: boo
     def undo_second(n: int) -> str:
         """Undo second."""
         if failing_undo:
-            raise ToolError("INVALID_ARGUMENT", "cannot undo")
+            raise ToolError("INVALID_ARGUMENTS", "cannot undo")
         ledger.append(f"undo second {n}")
         return "undone"
 
