@@ -255,3 +255,16 @@ async def test_notes_are_the_runs_scratchpad():
     run = await Agent(model, slow_box(), notes=True).run("go", ALICE)
     assert run.context.notes == ["1. check weather"]
     assert "1. 1. check weather" in [m for m in run.messages if isinstance(m, ToolResultMessage)][-1].content
+
+
+async def test_a_host_chosen_run_id_cannot_take_another_users_run_or_a_sagas():
+    from maitre.exceptions import UserError
+
+    model = ScriptedModel([Rule("done", when=always, then="ok")])
+    agent = Agent(model, slow_box())
+    first = await agent.run("go", ALICE, run_id="r-shared")
+    assert first.status is RunStatus.FINISHED
+    with pytest.raises(UserError, match="is taken"):
+        await agent.run("go", Principal(user="bob", tenant="acme"), run_id="r-shared")
+    with pytest.raises(UserError, match="names sagas"):
+        await agent.run("go", ALICE, run_id="saga:trip-7")

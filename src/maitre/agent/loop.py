@@ -800,7 +800,11 @@ class Agent:
         raise UserError(f"no run {run_id!r} in this agent's store")
 
     async def _claim_run_id(self, run_id: str, principal: Principal) -> None:
-        """A host-chosen run id must not name another principal's run (it would be overwritten)."""
+        """A host-chosen run id must not name another principal's run (it would be overwritten), nor
+        a saga's (`saga:<id>`: a run under it would share the saga's idempotency keys and replay
+        its calls)."""
+        if run_id.startswith("saga:"):
+            raise UserError(f"the run id {run_id!r} starts with 'saga:', which names sagas; use another id")
         saved = await self.stores.runs.load(run_id)
         existing = Run.from_json(saved.state_json) if saved is not None else self._live.get(run_id)
         if existing is not None and not _owns(principal, existing):
