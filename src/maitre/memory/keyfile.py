@@ -18,14 +18,14 @@ recomputing the HMAC (issue 16). So the secret never lives in the database:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..exceptions import UserError
+from ..storage.keyfile import create_key_file as write_key_file
+from ..storage.keyfile import parse_secret_text
 
 log = logging.getLogger(__name__)
 
@@ -56,29 +56,7 @@ class SecretSource:
 
 def parse_secret(text: str | bytes, where: str) -> bytes:
     """The secret bytes of a configured value: `hex:...` is hex, other text its UTF-8 bytes."""
-    if isinstance(text, bytes):
-        raw = text
-    else:
-        stripped = text.strip()
-        if stripped.startswith("hex:"):
-            try:
-                raw = bytes.fromhex(stripped[4:])
-            except ValueError:
-                raise UserError(
-                    f"The tombstone secret from {where} starts with 'hex:' but is not hex."
-                ) from None
-        else:
-            raw = stripped.encode("utf-8", "surrogateescape")
-    if not raw:
-        raise UserError(f"The tombstone secret from {where} is empty.")
-    if len(raw) < 16:
-        log.warning(
-            "memory: the tombstone secret from %s is %d bytes; use at least 16 random bytes, e.g. "
-            "'hex:' + secrets.token_hex(32)",
-            where,
-            len(raw),
-        )
-    return raw
+    return parse_secret_text(text, where, what="The tombstone secret", error=lambda m: UserError(f"{m}."))
 
 
 def _read_file(path: Path, where: str) -> bytes:
@@ -118,36 +96,13 @@ def read_key_file(path: Path) -> bytes | None:
 def create_key_file(path: Path, secret: bytes | None = None) -> bytes:
     """Write `secret` (a new random one if None) to `path` with mode 0600, unless a key file exists.
 
-    Atomic: the key is written and synced under a temporary name and hard-linked into place, so two
-    processes opening a new database at once agree on one key and neither reads a half-written file.
-    Returns the key now in the file (the other process's, if it won).
+    Atomic (`maitre.storage.keyfile.create_key_file`): two processes opening a new database at once
+    agree on one key. Returns the key now in the file (the other process's, if it won).
     """
-    key = secret if secret is not None else secrets.token_bytes(32)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(f"hex:{key.hex()}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            existing = read_key_file(path)
-            assert existing is not None
-            return existing
-        except OSError:  # no hard links on this filesystem: exclusive create, written in one call
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                existing = read_key_file(path)
-                assert existing is not None
-                return existing
-            with os.fdopen(fd, "w", encoding="ascii") as f:
-                f.write(f"hex:{key.hex()}\n")
-                f.flush()
-                os.fsync(f.fileno())
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    return key
+
+    def existing(found: Path) -> bytes:
+        key = read_key_file(found)
+        assert key is not None
+        return key
+
+    return write_key_file(path, secret, read=existing)

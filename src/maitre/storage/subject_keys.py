@@ -32,7 +32,6 @@ Only personal tools ever touch any of this: no other call reads the table or der
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import hmac
 import logging
@@ -49,6 +48,7 @@ from typing import Any, Protocol, runtime_checkable
 from maitre.exceptions import StoreError
 from maitre.storage.engine.base import Engine, Migration, Schema
 from maitre.storage.erasure import BackgroundEraser
+from maitre.storage.keyfile import create_key_file, parse_secret_text
 
 __all__ = [
     "GATE_SECRET_ENV",
@@ -180,19 +180,7 @@ class MasterSecret:
 
 
 def _parse(text: str, where: str) -> bytes:
-    stripped = text.strip()
-    if stripped.startswith("hex:"):
-        try:
-            raw = bytes.fromhex(stripped[4:])
-        except ValueError:
-            raise StoreError(f"the gate secret from {where} starts with 'hex:' but is not hex") from None
-    else:
-        raw = stripped.encode("utf-8", "surrogateescape")
-    if not raw:
-        raise StoreError(f"the gate secret from {where} is empty")
-    if len(raw) < 16:
-        log.warning("gate: the secret from %s is %d bytes; use at least 16 random bytes", where, len(raw))
-    return raw
+    return parse_secret_text(text, where, what="the gate secret", error=StoreError)
 
 
 def _read(path: Path, where: str) -> bytes:
@@ -204,24 +192,10 @@ def _read(path: Path, where: str) -> bytes:
 
 def _key_file(path: Path) -> bytes:
     """The secret in the key file beside the database, created (0600, atomically) if missing."""
+    where = f"the key file {path}"
     if path.exists():
-        return _read(path, f"the key file {path}")
-    key = secrets.token_bytes(32)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(f"hex:{key.hex()}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)  # another process may have won: then its key is the key
-        except FileExistsError:
-            pass
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    return _read(path, f"the key file {path}")
+        return _read(path, where)
+    return create_key_file(path, None, read=lambda found: _read(found, where))
 
 
 def master_secret(
