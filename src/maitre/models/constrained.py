@@ -32,14 +32,15 @@ if TYPE_CHECKING:
     from ..tools import Tool
 
 __all__ = [
+    "MAX_GRAMMAR_REPEAT",
     "SCHEMA_DIALECTS",
     "SchemaDialect",
     "StepReading",
+    "grammar_safe_pattern",
+    "grammar_safe_schema",
     "partial_answer",
     "read_step",
     "request_fields",
-    "grammar_safe_pattern",
-    "grammar_safe_schema",
     "step_schema",
 ]
 
