@@ -216,6 +216,31 @@ SQLITE_SEARCH = SQLiteSearch()
 """The SQLite engine's search hooks (stateless)."""
 
 
+def _switch_to_wal(conn: sqlite3.Connection, busy_timeout_s: float, path: str) -> str:
+    """The file's journal mode after asking for WAL, waiting out processes that open it at once.
+
+    A file already in WAL (every open but the first) is only read, which takes no lock. Switching
+    takes an exclusive lock, and SQLite answers "database is locked" at once - without its busy
+    handler - while another process holds the file; so the switch is retried until the busy
+    timeout (seen with eight workers opening one new file together).
+    """
+    mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+    if mode.lower() == "wal":
+        return mode
+    deadline = time.monotonic() + busy_timeout_s
+    delay = 0.005
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise StoreError(f"{path}: could not switch to WAL journal mode ({exc})") from exc
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
 class SQLiteEngine:
     """One connection to one file, shared by every concern stored in it.
 
@@ -259,7 +284,7 @@ class SQLiteEngine:
                     conn.execute("SELECT 1 FROM sqlite_master").fetchall()
                     mode = "wal"
                 else:
-                    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                    mode = _switch_to_wal(conn, busy_timeout_s, self.path)
             except sqlite3.DatabaseError as exc:
                 raise StoreError(
                     f"{self.path} is not a SQLite database ({exc}): point maitre at a new file"
