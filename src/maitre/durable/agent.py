@@ -238,10 +238,6 @@ def _require_launched() -> None:
         )
 
 
-def _in_workflow() -> bool:
-    return DBOS.workflow_id is not None
-
-
 class DurableModel:
     """A model whose `complete` is a DBOS step inside a workflow (plain pass-through outside)."""
 
@@ -254,7 +250,7 @@ class DurableModel:
         return getattr(self.inner, name)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        if not _in_workflow():
+        if not in_workflow():
             return await self.inner.complete(request)
         text = await DBOS.run_step_async({"name": "maitre.model.complete"}, self._step, request)
         if self.sealer is not None:
@@ -300,7 +296,7 @@ class DurableGate:
         *,
         approval_id: str | None = None,
     ) -> ToolResult:
-        if not _in_workflow() or run is None:
+        if not in_workflow() or run is None:
             return await self.inner.call(call, principal, run, options, approval_id=approval_id)
         key = id(run)
         lock, users = self._locks.get(key, (anyio.Lock(), 0))
@@ -382,7 +378,7 @@ class RecordedRuns:
         return getattr(self.inner, name)
 
     async def load(self, run_id: str, *, tenant: str | None = None) -> RunState | None:
-        if not _in_workflow():
+        if not in_workflow():
             loaded: RunState | None = await self.inner.load(run_id, tenant=tenant)
             return loaded
         text = await DBOS.run_step_async({"name": "maitre.runs.load"}, self._step, run_id, tenant)

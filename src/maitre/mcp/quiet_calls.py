@@ -39,7 +39,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .scope_check import _replay
+from .scope_check import _buffer_body, _replay
 
 __all__ = ["QuietModernCalls", "is_quiet"]
 
@@ -73,7 +73,7 @@ class QuietModernCalls:
         ):
             await self.app(scope, receive, send)
             return
-        messages, body = await _buffer(receive, manager.max_request_body_size)
+        messages, body = await _buffer_body(receive, manager.max_request_body_size)
         replay = _replay(messages, receive)
         has_json, has_sse = check_accept_headers(Request(scope))
         if body is None or not (has_json and has_sse) or not is_quiet(body):
@@ -95,22 +95,6 @@ def _modern(scope: Scope) -> bool:
         if name == _VERSION_HEADER:
             return value.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
     return False
-
-
-async def _buffer(receive: Receive, limit: int) -> tuple[list[Message], bytes | None]:
-    """The request's messages read so far, and its whole body (None past `limit`: the SDK answers)."""
-    messages: list[Message] = []
-    size = 0
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":
-            return messages, None
-        size += len(message.get("body", b""))
-        if size > limit:
-            return messages, None
-        if not message.get("more_body", False):
-            return messages, b"".join(m.get("body", b"") for m in messages)
 
 
 class _Exchange:

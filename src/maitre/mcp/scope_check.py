@@ -99,18 +99,7 @@ class ScopeChallenge:
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_size:
             return [], None  # the SDK answers 413 without our help
-        messages: list[Message] = []
-        size = 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                return messages, None
-            size += len(message.get("body", b""))
-            if size > self.max_body_size:
-                return messages, None
-            if not message.get("more_body", False):
-                return messages, b"".join(m.get("body", b"") for m in messages)
+        return await _buffer_body(receive, self.max_body_size)
 
     async def _refuse(self, send: Send, status: int, error: str, description: str, scopes: list[str]) -> None:
         params = [f'error="{error}"', f'error_description="{description}"']
@@ -127,6 +116,23 @@ class ScopeChallenge:
         ]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+async def _buffer_body(receive: Receive, limit: int) -> tuple[list[Message], bytes | None]:
+    """The request's messages read so far, and its whole body (None past `limit`, or when the
+    client went away): what a middleware that must look at a body before the app reads it keeps."""
+    messages: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages, None
+        size += len(message.get("body", b""))
+        if size > limit:
+            return messages, None
+        if not message.get("more_body", False):
+            return messages, b"".join(m.get("body", b"") for m in messages)
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:
